@@ -1,0 +1,177 @@
+// Command quota_exporter serves Prometheus metrics about cgroup CPU quotas, memory limits,
+// throttling and the runtimes (JVM, Go, glibc malloc) that run under them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/promslog"
+	promslogflag "github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	webflag "github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/quota-exporter/quota_exporter/exporter/collector"
+)
+
+// defaultListenAddress: 9100-9999 of Prometheus's default port allocations is exhausted;
+// 10137 lies in the range where new exporters are allocated.
+const defaultListenAddress = ":10137"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	app := kingpin.New("quota_exporter", "Prometheus exporter for cgroup CPU quotas, memory limits, throttling and the runtimes under them.")
+	var (
+		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default("40").Int()
+		noExporter  = app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").Bool()
+		scrapeTO    = app.Flag("scrape.timeout", "Time bound of one scrape; collectors still reading then report failure.").Default("10s").Duration()
+		procPath    = app.Flag("path.procfs", "procfs mountpoint.").Default("/proc").String()
+		sysPath     = app.Flag("path.sysfs", "sysfs mountpoint (cgroups are found under <sysfs>/fs/cgroup via mountinfo).").Default("/sys").String()
+		rootPath    = app.Flag("path.rootfs", "rootfs mountpoint.").Default("/").String()
+		include     = app.Flag("cgroup.include", "Regexp of cgroup paths to watch (matched against the whole path).").Default(".*").String()
+		exclude     = app.Flag("cgroup.exclude", "Regexp of cgroup paths not to watch (matched against the whole path).").Default("").String()
+		bareRuntime = app.Flag("cgroup.bare-container-runtime", "Runtime prefix for container cgroups named by a bare 64-hex id (Kubernetes cgroupfs driver): containerd, cri-o or docker.").Default("containerd").Enum("containerd", "cri-o", "docker")
+		window      = app.Flag("throttle.window", "Window of the background throttling sampler that feeds quota_cpu_throttled_window_* histograms.").Default("1s").Duration()
+		minRes      = app.Flag("process.min-resident", "Export processes that are neither JVM nor Go when their resident memory is at least this.").Default("64MiB").Bytes()
+		procInc     = app.Flag("process.include", "Regexp of process names to export (whole name).").Default(".*").String()
+		procExc     = app.Flag("process.exclude", "Regexp of process names not to export (whole name).").Default("").String()
+		smapsEvery  = app.Flag("process.smaps-interval", "Minimum interval between smaps reads of one process (they walk its page tables).").Default("5m").Duration()
+	)
+	toolkitFlags := webflag.AddFlags(app, defaultListenAddress)
+	logConfig := &promslog.Config{}
+	promslogflag.AddFlags(app, logConfig)
+	enabled := map[string]*bool{}
+	for _, name := range collector.Available() {
+		def := "false"
+		if collector.DefaultEnabled(name) {
+			def = "true"
+		}
+		enabled[name] = app.Flag("collector."+name, fmt.Sprintf("Enable the %s collector: %s (default: %s).", name, collector.Help(name), map[string]string{"true": "enabled", "false": "disabled"}[def])).Default(def).Bool()
+	}
+	app.Version(version.Print("quota_exporter"))
+	app.HelpFlag.Short('h')
+	if _, err := app.Parse(args); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	logger := promslog.New(logConfig)
+
+	cfg := collector.Config{
+		ProcPath: *procPath, SysPath: *sysPath, RootPath: *rootPath,
+		BareContainerRuntime: *bareRuntime, ThrottleWindow: *window,
+		ProcessMinResident: uint64(*minRes), SmapsInterval: *smapsEvery,
+	}
+	var err error
+	for _, re := range []struct {
+		dst  **regexp.Regexp
+		expr string
+		flag string
+	}{{&cfg.CgroupInclude, *include, "cgroup.include"}, {&cfg.CgroupExclude, *exclude, "cgroup.exclude"},
+		{&cfg.ProcessInclude, *procInc, "process.include"}, {&cfg.ProcessExclude, *procExc, "process.exclude"}} {
+		if *re.dst, err = compileAnchored(re.expr); err != nil {
+			logger.Error("invalid regexp", "flag", re.flag, "err", err)
+			return 2
+		}
+	}
+
+	logger.Info("starting quota_exporter", "version", version.Info(), "build_context", version.BuildContext())
+	env, err := collector.NewEnv(cfg, logger)
+	if err != nil {
+		logger.Error("cannot find cgroup hierarchies", "procfs", *procPath, "sysfs", *sysPath, "err", err)
+		return 1
+	}
+	var names []string
+	for _, n := range collector.Available() {
+		if *enabled[n] {
+			names = append(names, n)
+		}
+	}
+	logger.Info("enabled collectors", "collectors", strings.Join(names, ","))
+	set, err := collector.NewSet(env, names)
+	if err != nil {
+		logger.Error("cannot create collectors", "err", err)
+		return 1
+	}
+	defer set.Close()
+
+	exporterReg := prometheus.NewRegistry()
+	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors)
+	if !*noExporter {
+		exporterReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	scrapeReg := prometheus.NewRegistry()
+	scrapeReg.MustRegister(set.WithTimeout(*scrapeTO))
+
+	var handler http.Handler = promhttp.HandlerFor(prometheus.Gatherers{exporterReg, scrapeReg}, promhttp.HandlerOpts{
+		ErrorLog:            slogAdapter{logger},
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: *maxRequests,
+		Registry:            exporterReg,
+	})
+	if !*noExporter {
+		handler = promhttp.InstrumentMetricHandler(exporterReg, handler)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(*metricsPath, handler)
+	if *metricsPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "quota_exporter",
+			Description: "cgroup CPU quotas, memory limits, per-second throttling, and the JVM, Go and glibc malloc behaviour under them",
+			Version:     version.Info(),
+			Links:       []web.LandingLinks{{Address: *metricsPath, Text: "Metrics"}},
+		})
+		if err != nil {
+			logger.Error("landing page", "err", err)
+			return 1
+		}
+		mux.Handle("/", landing)
+	}
+
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(srv, toolkitFlags, logger) }()
+	select {
+	case err := <-errc:
+		logger.Error("server stopped", "err", err)
+		return 1
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+		return 0
+	}
+}
+
+// compileAnchored compiles a flag regexp that must match the whole value; "" matches nothing
+// (so an empty exclude excludes nothing) and ".*" everything, which both compile to nil.
+func compileAnchored(expr string) (*regexp.Regexp, error) {
+	if expr == "" || expr == ".*" {
+		return nil, nil
+	}
+	return regexp.Compile("^(?:" + expr + ")$")
+}
+
+// slogAdapter lets promhttp log through slog.
+type slogAdapter struct{ l interface{ Error(string, ...any) } }
+
+func (a slogAdapter) Println(v ...any) { a.l.Error(fmt.Sprint(v...)) }

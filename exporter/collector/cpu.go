@@ -1,0 +1,182 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+)
+
+func init() {
+	register("cpu", true, "cgroup CPU quota, weight, usage and CFS throttling counters", newCPUCollector)
+}
+
+var (
+	cpuLimitDesc = newCgroupDesc("cpu_limit_cores",
+		"CFS bandwidth limit in CPUs (quota / period; v1 cpu.cfs_quota_us, v2 cpu.max). Absent when unlimited.")
+	cpuPeriodDesc = newCgroupDesc("cpu_period_seconds",
+		"CFS enforcement period (v1 cpu.cfs_period_us, v2 cpu.max). Present where a quota is set.")
+	cpuBurstLimitDesc = newCgroupDesc("cpu_burst_limit_cores",
+		"CFS burst allowance in CPUs (burst / period; v1 cpu.cfs_burst_us, v2 cpu.max.burst).")
+	cpuWeightDesc = newCgroupDesc("cpu_weight",
+		"CPU weight on the cgroup v2 scale 1-10000 (default 100). v1 cpu.shares are converted with the kernel's formula 1 + (shares-2)*9999/262142, so the default 1024 shares read as 39.")
+	cpusetDesc = newCgroupDesc("cpu_cpuset_cpus",
+		"Number of CPUs the cgroup may run on (v1 cpuset.cpus, v2 cpuset.cpus.effective).")
+	cpuUsageDesc = newCgroupDesc("cpu_usage_seconds_total",
+		"CPU time used by the cgroup and its descendants, by mode (v1 cpuacct.stat, v2 cpu.stat).", "mode")
+	cpuPeriodsDesc = newCgroupDesc("cpu_periods_total",
+		"CFS enforcement periods in which the cgroup had runnable tasks (cpu.stat nr_periods).")
+	cpuThrottledPeriodsDesc = newCgroupDesc("cpu_throttled_periods_total",
+		"CFS periods in which the cgroup was throttled (cpu.stat nr_throttled). The stall signal: rate over cpu_periods_total.")
+	cpuThrottledSecondsDesc = newCgroupDesc("cpu_throttled_seconds_total",
+		"Throttled time summed over CPUs (cpu.stat throttled_time / throttled_usec): each CPU's run queue adds its own interval, so this can grow faster than wall time.")
+	cpuBurstsDesc = newCgroupDesc("cpu_bursts_total",
+		"Periods in which the cgroup used burst allowance (cpu.stat nr_bursts).")
+	cpuBurstSecondsDesc = newCgroupDesc("cpu_burst_seconds_total",
+		"CPU time used above the quota from the burst allowance (cpu.stat burst_time / burst_usec).")
+	cpuPressureWaitingDesc = newCgroupDesc("cpu_pressure_waiting_seconds_total",
+		"PSI: time in which at least one task of the cgroup waited for CPU (cpu.pressure some total; cgroup v2).")
+	cpuPressureStalledDesc = newCgroupDesc("cpu_pressure_stalled_seconds_total",
+		"PSI: time in which all non-idle tasks of the cgroup waited for CPU (cpu.pressure full total; cgroup v2).")
+)
+
+type cpuCollector struct{ env *Env }
+
+func newCPUCollector(env *Env) (Collector, error) { return &cpuCollector{env}, nil }
+
+func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	t := newTally("cpu", c.env.Errors)
+	cgs, walkErrs := c.env.Cgroups.Cgroups(ctx)
+	for _, we := range walkErrs {
+		t.add(we.Path, we.Err)
+	}
+	l := c.env.Cgroups.Layout()
+	if l.CPU == nil {
+		return nil
+	}
+	for _, cg := range cgs {
+		if ctx.Err() != nil {
+			break
+		}
+		if !cg.InCPU {
+			continue
+		}
+		err := collectCPU(l, cg, emitter{ch, cgroupLabelValues(cg)})
+		t.add(cg.Path, err)
+	}
+	return t.err()
+}
+
+// collectCPU emits one cgroup's CPU series. Required files missing means the cgroup is
+// gone; optional ones (burst, PSI, the v2 root's cpu.max) may legitimately be absent.
+func collectCPU(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
+	dir := l.CPU.Dir(cg.Path)
+	v2 := l.CPU.Version == 2
+	stat, err := cgroupfs.ReadCPUStat(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	optional := func(err error) {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+
+	var max cgroupfs.CPUMax
+	if v2 {
+		max, err = cgroupfs.ReadCPUMaxV2(dir)
+		optional(err) // absent on the v2 root
+	} else {
+		max, err = cgroupfs.ReadCPUMaxV1(dir)
+		if err != nil {
+			return err
+		}
+	}
+	// Like cAdvisor, period, burst and throttling series exist only where a quota is set:
+	// elsewhere they are constant zeros.
+	limited := err == nil && max.Limited()
+	if limited {
+		e.gauge(cpuPeriodDesc, float64(max.PeriodUS)/1e6)
+		e.gauge(cpuLimitDesc, max.Cores())
+		var burst uint64
+		if v2 {
+			burst, err = cgroupfs.ReadCPUBurstV2(dir)
+		} else {
+			burst, err = cgroupfs.ReadCPUBurstV1(dir)
+		}
+		optional(err)
+		if err == nil {
+			e.gauge(cpuBurstLimitDesc, float64(burst)/float64(max.PeriodUS))
+		}
+	}
+
+	if v2 {
+		w, err := cgroupfs.ReadCPUWeightV2(dir)
+		optional(err)
+		if err == nil {
+			e.gauge(cpuWeightDesc, float64(w))
+		}
+	} else {
+		s, err := cgroupfs.ReadCPUSharesV1(dir)
+		optional(err)
+		if err == nil {
+			e.gauge(cpuWeightDesc, float64(cgroupfs.SharesToWeight(s)))
+		}
+	}
+
+	if l.CPUSet != nil {
+		file := "cpuset.cpus"
+		if l.CPUSet.Version == 2 {
+			file = "cpuset.cpus.effective"
+		}
+		if d := l.CPUSet.Dir(cg.Path); d != "" {
+			n, err := cgroupfs.ReadCpusetCount(filepath.Join(d, file))
+			optional(err)
+			if err == nil && n > 0 {
+				e.gauge(cpusetDesc, float64(n))
+			}
+		}
+	}
+
+	switch {
+	case stat.HasUsage:
+		e.counter(cpuUsageDesc, stat.UserSeconds, "user")
+		e.counter(cpuUsageDesc, stat.SystemSeconds, "system")
+	case l.CPUAcct != nil:
+		if d := l.CPUAcct.Dir(cg.Path); d != "" {
+			u, err := cgroupfs.ReadCPUAcctStatV1(d)
+			optional(err)
+			if err == nil {
+				e.counter(cpuUsageDesc, u.UserSeconds, "user")
+				e.counter(cpuUsageDesc, u.SystemSeconds, "system")
+			}
+		}
+	}
+
+	if stat.HasThrottling && limited {
+		e.counter(cpuPeriodsDesc, float64(stat.Periods))
+		e.counter(cpuThrottledPeriodsDesc, float64(stat.ThrottledPeriods))
+		e.counter(cpuThrottledSecondsDesc, stat.ThrottledSeconds)
+	}
+	if stat.HasBursts && limited {
+		e.counter(cpuBurstsDesc, float64(stat.Bursts))
+		e.counter(cpuBurstSecondsDesc, stat.BurstSeconds)
+	}
+
+	if v2 {
+		p, err := cgroupfs.ReadPSIFile(dir, "cpu")
+		optional(err)
+		if err == nil {
+			e.counter(cpuPressureWaitingDesc, p.SomeSeconds)
+			if p.HasFull {
+				e.counter(cpuPressureStalledDesc, p.FullSeconds)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,128 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+)
+
+// logEvery limits the log to one line per collector and reason in this interval: a
+// malformed file read every scrape must not flood the log.
+const logEvery = 5 * time.Minute
+
+// ErrorCounter counts input that had to be skipped (quota_exporter_read_errors_total) and
+// logs one line per collector and reason at most every logEvery.
+type ErrorCounter struct {
+	vec    *prometheus.CounterVec
+	logger *slog.Logger
+	mu     sync.Mutex
+	logged map[string]time.Time
+}
+
+// NewErrorCounter creates the counter; register it with the exporter's own registry.
+func NewErrorCounter(logger *slog.Logger) *ErrorCounter {
+	return &ErrorCounter{
+		vec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "exporter", Name: "read_errors_total",
+			Help: "quota_exporter: inputs skipped because they could not be read, by collector and reason " +
+				"(vanished: the cgroup or process went away, normal churn; permission: access denied, see the " +
+				"privileges section of the README; parse: malformed content; timeout: a read exceeded its time " +
+				"bound; io: other errors).",
+		}, []string{"collector", "reason"}),
+		logger: logger,
+		logged: map[string]time.Time{},
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (e *ErrorCounter) Describe(ch chan<- *prometheus.Desc) { e.vec.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (e *ErrorCounter) Collect(ch chan<- prometheus.Metric) { e.vec.Collect(ch) }
+
+// Reason classifies an error for the counter.
+func Reason(err error) string {
+	if errors.Is(err, procread.ErrTimeout) {
+		return "timeout"
+	}
+	return cgroupfs.ErrorReason(err)
+}
+
+// Record counts one skipped input and logs it if this collector has not logged that reason
+// recently. It returns the reason.
+func (e *ErrorCounter) Record(collector, subject string, err error) string {
+	reason := Reason(err)
+	e.vec.WithLabelValues(collector, reason).Inc()
+	key := collector + "/" + reason
+	e.mu.Lock()
+	last, seen := e.logged[key]
+	now := time.Now()
+	doLog := !seen || now.Sub(last) >= logEvery
+	if doLog {
+		e.logged[key] = now
+	}
+	e.mu.Unlock()
+	if doLog {
+		level := slog.LevelWarn
+		if reason == "vanished" {
+			level = slog.LevelDebug
+		}
+		e.logger.Log(nil, level, "skipped unreadable input (logged once per collector and reason every 5m)",
+			"collector", collector, "reason", reason, "subject", subject, "err", err)
+	}
+	return reason
+}
+
+// tally gathers one update's skipped inputs into the error that marks the collector failed.
+// Vanished cgroups and processes are normal churn and do not fail a collector.
+type tally struct {
+	collector string
+	errors    *ErrorCounter
+	mu        sync.Mutex
+	byReason  map[string]int
+}
+
+func newTally(collector string, errs *ErrorCounter) *tally {
+	return &tally{collector: collector, errors: errs, byReason: map[string]int{}}
+}
+
+// add records err about subject; it returns false when err is nil.
+func (t *tally) add(subject string, err error) bool {
+	if err == nil {
+		return false
+	}
+	r := t.errors.Record(t.collector, subject, err)
+	t.mu.Lock()
+	t.byReason[r]++
+	t.mu.Unlock()
+	return true
+}
+
+// err summarises the failures ("skipped 2 inputs: parse=1 permission=1"), nil if none.
+func (t *tally) err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var parts []string
+	n := 0
+	for r, c := range t.byReason {
+		if r == "vanished" {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s=%d", r, c))
+		n += c
+	}
+	if n == 0 {
+		return nil
+	}
+	sort.Strings(parts)
+	return fmt.Errorf("skipped %d inputs: %s", n, strings.Join(parts, " "))
+}

@@ -1,0 +1,96 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+)
+
+func init() {
+	register("memory", true, "cgroup memory limit, usage, working set, RSS, cache and OOM kills", newMemoryCollector)
+}
+
+var (
+	memLimitDesc = newCgroupDesc("memory_limit_bytes",
+		"Memory limit (v1 memory.limit_in_bytes, v2 memory.max). Absent when unlimited.")
+	memUsageDesc = newCgroupDesc("memory_usage_bytes",
+		"Memory charged to the cgroup including page cache (v1 memory.usage_in_bytes, v2 memory.current).")
+	memWorkingSetDesc = newCgroupDesc("memory_working_set_bytes",
+		"Usage minus inactive file cache, as cAdvisor defines container_memory_working_set_bytes: what the OOM killer and kubelet eviction look at.")
+	memRSSDesc = newCgroupDesc("memory_rss_bytes",
+		"Anonymous memory (v1 memory.stat total_rss, v2 memory.stat anon).")
+	memCacheDesc = newCgroupDesc("memory_cache_bytes",
+		"Page cache (v1 memory.stat total_cache, v2 memory.stat file).")
+	memOOMKillsDesc = newCgroupDesc("memory_oom_kills_total",
+		"Processes killed by the OOM killer in this cgroup (v1 memory.oom_control oom_kill, v2 memory.events oom_kill).")
+	memPressureWaitingDesc = newCgroupDesc("memory_pressure_waiting_seconds_total",
+		"PSI: time in which at least one task of the cgroup stalled on memory (memory.pressure some total; cgroup v2).")
+	memPressureStalledDesc = newCgroupDesc("memory_pressure_stalled_seconds_total",
+		"PSI: time in which all non-idle tasks of the cgroup stalled on memory (memory.pressure full total; cgroup v2).")
+)
+
+type memoryCollector struct{ env *Env }
+
+func newMemoryCollector(env *Env) (Collector, error) { return &memoryCollector{env}, nil }
+
+func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	t := newTally("memory", c.env.Errors)
+	l := c.env.Cgroups.Layout()
+	if l.Memory == nil {
+		return nil
+	}
+	cgs, _ := c.env.Cgroups.Cgroups(ctx) // walk errors are counted once, by the cpu collector
+	for _, cg := range cgs {
+		if ctx.Err() != nil {
+			break
+		}
+		// The v2 root has no memory.current: its numbers are the host's (node_exporter's job).
+		if !cg.InMemory || (l.Memory.Version == 2 && cg.Path == "/") {
+			continue
+		}
+		t.add(cg.Path, collectMemory(l, cg, emitter{ch, cgroupLabelValues(cg)}))
+	}
+	return t.err()
+}
+
+func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
+	dir := l.Memory.Dir(cg.Path)
+	var m cgroupfs.Memory
+	var err error
+	if l.Memory.Version == 2 {
+		m, err = cgroupfs.ReadMemoryV2(dir)
+	} else {
+		m, err = cgroupfs.ReadMemoryV1(dir)
+	}
+	if err != nil {
+		return err
+	}
+	if m.Limit > 0 {
+		e.gauge(memLimitDesc, float64(m.Limit))
+	}
+	e.gauge(memUsageDesc, float64(m.Usage))
+	e.gauge(memWorkingSetDesc, float64(m.WorkingSet))
+	e.gauge(memRSSDesc, float64(m.RSS))
+	e.gauge(memCacheDesc, float64(m.Cache))
+	if m.HasOOMKills {
+		e.counter(memOOMKillsDesc, float64(m.OOMKills))
+	}
+	if l.Memory.Version == 2 {
+		p, err := cgroupfs.ReadPSIFile(dir, "memory")
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		e.counter(memPressureWaitingDesc, p.SomeSeconds)
+		if p.HasFull {
+			e.counter(memPressureStalledDesc, p.FullSeconds)
+		}
+	}
+	return nil
+}

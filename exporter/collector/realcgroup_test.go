@@ -1,0 +1,213 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+)
+
+// scrapeFamilies runs collectors once against the real host and returns the families by name.
+func scrapeFamilies(t testing.TB, env *Env, cs map[string]Collector) map[string]*dto.MetricFamily {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister((&Set{env: env, collectors: cs}).Bind(context.Background()))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+// seriesFor returns the metric of a family whose cgroup label is path (and extra label pairs).
+func seriesFor(mfs map[string]*dto.MetricFamily, name, path string, pairs ...string) *dto.Metric {
+	mf := mfs[name]
+	if mf == nil {
+		return nil
+	}
+next:
+	for _, m := range mf.Metric {
+		want := map[string]string{"cgroup": path}
+		for i := 0; i+1 < len(pairs); i += 2 {
+			want[pairs[i]] = pairs[i+1]
+		}
+		got := map[string]string{}
+		for _, lp := range m.Label {
+			got[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		return m
+	}
+	return nil
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m == nil:
+		return math.NaN()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	}
+	return math.NaN()
+}
+
+func realEnv(t testing.TB, window time.Duration) *Env {
+	t.Helper()
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", RootPath: "/", ThrottleWindow: window}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// TestRealCgroupThrottling creates a v1 cgroup with a 20 ms / 100 ms quota, burns two CPUs in
+// it for ~3 s, and checks the scrape against cpu.stat read directly, and that the per-second
+// sampler saw throttled windows.
+func TestRealCgroupThrottling(t *testing.T) {
+	cg := testutil.NewCgroup(t, "throttle", testutil.CgroupOptions{QuotaUS: 20000, PeriodUS: 100000})
+	env := realEnv(t, time.Second)
+	thr, _ := newThrottleCollector(env)
+	defer thr.(*throttleCollector).Close()
+
+	burn := cg.Command("/bin/sh", "-c", "while :; do :; done & while :; do :; done")
+	if err := burn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Let the sampler's first walk (at start) miss nothing: it rediscovers every 10 windows,
+	// so also force one now that the cgroup exists.
+	thr.(*throttleCollector).rediscover(context.Background(), 1<<40)
+	time.Sleep(3500 * time.Millisecond)
+	for _, pid := range cg.PIDs() { // stop the test's own burners so the counters hold still
+		_ = syscallKill(pid)
+	}
+	_ = burn.Wait()
+	waitEmpty(t, cg)
+
+	cpu, _ := newCPUCollector(env)
+	mfs := scrapeFamilies(t, env, map[string]Collector{"cpu": cpu, "throttle": thr})
+	stat := cg.ReadKeyed("cpu", "cpu.stat")
+	t.Logf("cpu.stat after the burn: %v", stat)
+	if stat["nr_throttled"] == 0 {
+		t.Fatalf("the burner was not throttled: %v", stat)
+	}
+	checks := []struct {
+		metric string
+		want   float64
+	}{
+		{"quota_cpu_periods_total", float64(stat["nr_periods"])},
+		{"quota_cpu_throttled_periods_total", float64(stat["nr_throttled"])},
+		{"quota_cpu_throttled_seconds_total", float64(stat["throttled_time"]) / 1e9},
+		{"quota_cpu_limit_cores", 0.2},
+		{"quota_cpu_period_seconds", 0.1},
+	}
+	for _, c := range checks {
+		if got := value(seriesFor(mfs, c.metric, cg.Path)); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s = %v, cpu.stat says %v", c.metric, got, c.want)
+		}
+	}
+	if got := value(seriesFor(mfs, "quota_cpu_usage_seconds_total", cg.Path, "mode", "user")); !(got > 0.3) {
+		t.Errorf("user CPU = %v, want > 0.3 s (0.2 cores for 3.5 s)", got)
+	}
+
+	h := seriesFor(mfs, "quota_cpu_throttled_window_ratio", cg.Path)
+	if h == nil || h.Histogram == nil {
+		t.Fatalf("no quota_cpu_throttled_window_ratio for %s", cg.Path)
+	}
+	count := h.Histogram.GetSampleCount()
+	var half uint64
+	for _, b := range h.Histogram.Bucket {
+		if b.GetUpperBound() == 0.5 {
+			half = b.GetCumulativeCount()
+		}
+	}
+	t.Logf("sampler windows: %d, with more than half the periods throttled: %d", count, count-half)
+	if count < 2 || count-half < 2 {
+		t.Errorf("want at least 2 windows with > 50%% of periods throttled, got %d of %d", count-half, count)
+	}
+	s := seriesFor(mfs, "quota_cpu_throttled_window_seconds", cg.Path)
+	if s == nil || s.Histogram.GetSampleSum() <= 0 || s.Histogram.GetSampleSum() > float64(stat["throttled_time"])/1e9+1e-9 {
+		t.Errorf("throttled window seconds sum %v, want in (0, %v]", s.GetHistogram().GetSampleSum(), float64(stat["throttled_time"])/1e9)
+	}
+}
+
+// TestRealCgroupMemory checks limit, usage and anon memory of a process holding 64 MiB.
+func TestRealCgroupMemory(t *testing.T) {
+	const limit = 256 << 20
+	cg := testutil.NewCgroup(t, "memory", testutil.CgroupOptions{MemoryLimit: limit})
+	// dd reads 64 MiB of zeros into its buffer, then blocks writing to a pipe nobody reads.
+	hold := cg.Command("/bin/sh", "-c", "dd if=/dev/zero bs=64M count=1 2>/dev/null | sleep 60")
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, pid := range cg.PIDs() {
+			_ = syscallKill(pid)
+		}
+		_ = hold.Wait()
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for cg.ReadKeyed("memory", "memory.stat")["total_rss"] < 64<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("dd did not fill its buffer: %v", cg.ReadKeyed("memory", "memory.stat"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	env := realEnv(t, time.Second)
+	mem, _ := newMemoryCollector(env)
+	mfs := scrapeFamilies(t, env, map[string]Collector{"memory": mem})
+	stat := cg.ReadKeyed("memory", "memory.stat")
+	t.Logf("memory.stat total_rss=%d total_cache=%d", stat["total_rss"], stat["total_cache"])
+	if got := value(seriesFor(mfs, "quota_memory_limit_bytes", cg.Path)); got != limit {
+		t.Errorf("quota_memory_limit_bytes = %v, want %d", got, limit)
+	}
+	near := func(name string, want uint64) {
+		got := value(seriesFor(mfs, name, cg.Path))
+		if math.Abs(got-float64(want)) > 2<<20 { // the shell and sleep may touch a few pages meanwhile
+			t.Errorf("%s = %v, memory.stat says %d", name, got, want)
+		}
+	}
+	near("quota_memory_rss_bytes", stat["total_rss"])
+	near("quota_memory_cache_bytes", stat["total_cache"])
+	ws := value(seriesFor(mfs, "quota_memory_working_set_bytes", cg.Path))
+	u := value(seriesFor(mfs, "quota_memory_usage_bytes", cg.Path))
+	if !(u >= 64<<20 && ws <= u && ws >= 60<<20) {
+		t.Errorf("usage %v working set %v: want usage ≥ 64 MiB ≥ working set ≥ 60 MiB", u, ws)
+	}
+}
+
+// TestRealCgroupV2 runs the throttling check on a cgroup v2 tree when one with the cpu
+// controller exists; this project's CI host has only v1 cpu, so it skips there with the reason.
+func TestRealCgroupV2(t *testing.T) {
+	env := realEnv(t, time.Second)
+	if env.Cgroups.Layout().CPU == nil || env.Cgroups.Layout().CPU.Version != 2 {
+		t.Skip(fmt.Sprintf("no cgroup v2 cpu controller on this host (%s); v2 is covered by the fixture trees", env.Cgroups.Layout()))
+	}
+	t.Skip("v2 cpu controller present but the v2 real-cgroup test is not written yet")
+}
+
+func waitEmpty(t testing.TB, cg *testutil.Cgroup) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(cg.PIDs()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left in %s: %v", cg.Path, cg.PIDs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

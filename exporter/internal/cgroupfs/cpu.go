@@ -1,0 +1,237 @@
+package cgroupfs
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strconv"
+)
+
+// CPUMax is the CFS bandwidth limit: QuotaUS of CPU time per PeriodUS of wall time.
+type CPUMax struct {
+	QuotaUS  int64 // -1 when unlimited
+	PeriodUS uint64
+}
+
+// Limited reports whether a quota is set.
+func (m CPUMax) Limited() bool { return m.QuotaUS > 0 && m.PeriodUS > 0 }
+
+// Cores is the quota as a number of CPUs (quota / period).
+func (m CPUMax) Cores() float64 { return float64(m.QuotaUS) / float64(m.PeriodUS) }
+
+// ReadCPUMaxV1 reads cpu.cfs_quota_us and cpu.cfs_period_us.
+func ReadCPUMaxV1(dir string) (CPUMax, error) {
+	q, err := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
+	if err != nil {
+		return CPUMax{}, err
+	}
+	p, err := readUint(filepath.Join(dir, "cpu.cfs_period_us"))
+	if err != nil {
+		return CPUMax{}, err
+	}
+	if q <= 0 {
+		q = -1
+	}
+	return CPUMax{QuotaUS: q, PeriodUS: p}, nil
+}
+
+// ReadCPUMaxV2 reads cpu.max ("max 100000" or "20000 100000").
+func ReadCPUMaxV2(dir string) (CPUMax, error) {
+	var m CPUMax
+	err := readFile(filepath.Join(dir, "cpu.max"), func(b []byte) error {
+		f := bytes.Fields(b)
+		if len(f) != 2 {
+			return fmt.Errorf("%w: want \"<quota|max> <period>\", got %q", ErrParse, truncate(b))
+		}
+		p, err := parseUint(f[1])
+		if err != nil {
+			return err
+		}
+		m.PeriodUS = p
+		if string(f[0]) == "max" {
+			m.QuotaUS = -1
+			return nil
+		}
+		q, err := parseUint(f[0])
+		if err != nil {
+			return err
+		}
+		m.QuotaUS = int64(q)
+		return nil
+	})
+	return m, err
+}
+
+// ReadCPUBurstV1 reads cpu.cfs_burst_us (kernel 5.14+), in microseconds.
+func ReadCPUBurstV1(dir string) (uint64, error) {
+	return readUint(filepath.Join(dir, "cpu.cfs_burst_us"))
+}
+
+// ReadCPUBurstV2 reads cpu.max.burst, in microseconds.
+func ReadCPUBurstV2(dir string) (uint64, error) {
+	return readUint(filepath.Join(dir, "cpu.max.burst"))
+}
+
+// ReadCPUSharesV1 reads cpu.shares (default 1024).
+func ReadCPUSharesV1(dir string) (uint64, error) {
+	return readUint(filepath.Join(dir, "cpu.shares"))
+}
+
+// ReadCPUWeightV2 reads cpu.weight (1–10000, default 100).
+func ReadCPUWeightV2(dir string) (uint64, error) {
+	return readUint(filepath.Join(dir, "cpu.weight"))
+}
+
+// SharesToWeight converts v1 cpu.shares to the v2 cpu.weight scale with the kernel's and
+// runc's formula: weight = 1 + (shares-2)*9999/262142, so 2 → 1, 1024 → 39, 262144 → 10000.
+func SharesToWeight(shares uint64) uint64 {
+	if shares < 2 {
+		shares = 2
+	}
+	if shares > 262144 {
+		shares = 262144
+	}
+	return 1 + (shares-2)*9999/262142
+}
+
+// CPUStat is cpu.stat. Fields a kernel or cgroup does not report have their Has flag false.
+type CPUStat struct {
+	Periods, ThrottledPeriods uint64
+	ThrottledSeconds          float64
+	Bursts                    uint64
+	BurstSeconds              float64
+	HasThrottling, HasBursts  bool
+	// v2 only: usage split by mode.
+	UserSeconds, SystemSeconds float64
+	HasUsage                   bool
+}
+
+// ReadCPUStat reads cpu.stat of either version: v1 reports times in ns, v2 in µs.
+func ReadCPUStat(dir string) (CPUStat, error) {
+	var s CPUStat
+	err := readFile(filepath.Join(dir, "cpu.stat"), func(b []byte) error {
+		return ParseCPUStat(b, &s)
+	})
+	return s, err
+}
+
+// ParseCPUStat parses cpu.stat content into s (the sampler re-reads an open file with it).
+func ParseCPUStat(b []byte, s *CPUStat) error {
+	var hasPeriods, hasThrottled, hasThrottledTime, hasUser, hasSystem bool
+	err := parseKeyed(b, func(k string, v uint64) {
+		switch k {
+		case "nr_periods":
+			s.Periods, hasPeriods = v, true
+		case "nr_throttled":
+			s.ThrottledPeriods, hasThrottled = v, true
+		case "throttled_time": // v1, ns
+			s.ThrottledSeconds, hasThrottledTime = float64(v)/1e9, true
+		case "throttled_usec": // v2
+			s.ThrottledSeconds, hasThrottledTime = float64(v)/1e6, true
+		case "nr_bursts":
+			s.Bursts, s.HasBursts = v, true
+		case "burst_time":
+			s.BurstSeconds = float64(v) / 1e9
+		case "burst_usec":
+			s.BurstSeconds = float64(v) / 1e6
+		case "user_usec":
+			s.UserSeconds, hasUser = float64(v)/1e6, true
+		case "system_usec":
+			s.SystemSeconds, hasSystem = float64(v)/1e6, true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	s.HasThrottling = hasPeriods && hasThrottled && hasThrottledTime
+	s.HasUsage = hasUser && hasSystem
+	if s.ThrottledPeriods > s.Periods && s.HasThrottling {
+		return fmt.Errorf("%w: nr_throttled %d > nr_periods %d", ErrParse, s.ThrottledPeriods, s.Periods)
+	}
+	return nil
+}
+
+// userHZ is the unit of cpuacct.stat. It is 100 on every Linux architecture Go runs on in
+// practice (sysconf(_SC_CLK_TCK)); procfs assumes the same.
+const userHZ = 100
+
+// CPUAcctUsage is cpuacct.stat (v1): user and system time.
+type CPUAcctUsage struct {
+	UserSeconds, SystemSeconds float64
+}
+
+// ReadCPUAcctStatV1 reads cpuacct.stat ("user N\nsystem N" in USER_HZ ticks).
+func ReadCPUAcctStatV1(dir string) (CPUAcctUsage, error) {
+	var u CPUAcctUsage
+	var hasUser, hasSystem bool
+	err := readFile(filepath.Join(dir, "cpuacct.stat"), func(b []byte) error {
+		return parseKeyed(b, func(k string, v uint64) {
+			switch k {
+			case "user":
+				u.UserSeconds, hasUser = float64(v)/userHZ, true
+			case "system":
+				u.SystemSeconds, hasSystem = float64(v)/userHZ, true
+			}
+		})
+	})
+	if err == nil && !(hasUser && hasSystem) {
+		err = fmt.Errorf("%s: %w: user or system missing", filepath.Join(dir, "cpuacct.stat"), ErrParse)
+	}
+	return u, err
+}
+
+// ReadCpusetCount counts the CPUs in a cpuset list file (cpuset.cpus on v1,
+// cpuset.cpus.effective on v2), e.g. "0-3,8" → 5. An empty list means "inherit": 0.
+func ReadCpusetCount(path string) (int, error) {
+	var n int
+	err := readFile(path, func(b []byte) (err error) {
+		n, err = ParseCPUList(string(bytes.TrimSpace(b)))
+		return err
+	})
+	return n, err
+}
+
+// ParseCPUList counts the CPUs in a kernel CPU list such as "0-3,8,10-11".
+func ParseCPUList(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	var set [16]uint64 // up to 1024 CPUs; larger ids are counted without dedup
+	n := 0
+	for len(s) > 0 {
+		part := s
+		if i := indexByte(s, ','); i >= 0 {
+			part, s = s[:i], s[i+1:]
+		} else {
+			s = ""
+		}
+		lo, hi := part, part
+		if i := indexByte(part, '-'); i >= 0 {
+			lo, hi = part[:i], part[i+1:]
+		}
+		a, err1 := strconv.ParseUint(lo, 10, 32)
+		b, err2 := strconv.ParseUint(hi, 10, 32)
+		if err1 != nil || err2 != nil || b < a || b-a > 1<<16 {
+			return 0, fmt.Errorf("%w: cpu list %q", ErrParse, part)
+		}
+		for c := a; c <= b; c++ {
+			if c < 1024 {
+				if set[c/64]&(1<<(c%64)) != 0 {
+					continue
+				}
+				set[c/64] |= 1 << (c % 64)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}

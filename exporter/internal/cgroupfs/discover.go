@@ -1,0 +1,160 @@
+package cgroupfs
+
+import (
+	"bufio"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// Cgroup is one watched cgroup.
+type Cgroup struct {
+	Path     string // from the hierarchy root, e.g. /kubepods/burstable/pod<uid>/<id>
+	Identity Identity
+	// HasProcs: at least one process sits directly in it (in some watched hierarchy).
+	HasProcs bool
+	// InCPU, InMemory: the path exists in that controller's hierarchy.
+	InCPU, InMemory bool
+}
+
+// WalkOptions select what Discover returns.
+type WalkOptions struct {
+	Keep        func(path string) bool // path filter (include/exclude); nil keeps all
+	BareRuntime string                 // runtime of bare 64-hex container dirs (see ParseIdentity)
+}
+
+// WalkError is a cgroup directory or file that could not be read during discovery.
+type WalkError struct {
+	Path string
+	Err  error
+}
+
+// Discover walks the cpu and memory hierarchies and returns every cgroup that holds at
+// least one process or has a CPU quota or memory limit, sorted by path. On v1 a cgroup is
+// keyed by its path, so the same path in the cpu and the memory hierarchy is one cgroup.
+// Unreadable directories are skipped and returned as errors; ctx ends the walk early.
+func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []WalkError) {
+	type state struct {
+		selected, inCPU, inMemory, procs bool
+	}
+	found := map[string]*state{}
+	var errs []WalkError
+	get := func(p string) *state {
+		s := found[p]
+		if s == nil {
+			s = &state{}
+			found[p] = s
+		}
+		return s
+	}
+	walk := func(h *Hierarchy, cpu, memory bool) {
+		if h == nil {
+			return
+		}
+		_ = filepath.WalkDir(h.MountPoint, func(dir string, d fs.DirEntry, err error) error {
+			if ctx.Err() != nil {
+				return filepath.SkipAll
+			}
+			if err != nil {
+				if !os.IsNotExist(err) { // removed while walking: normal churn
+					errs = append(errs, WalkError{Path: h.Path(dir), Err: err})
+				}
+				return nil
+			}
+			if !d.IsDir() {
+				return nil
+			}
+			p := h.Path(dir)
+			if opts.Keep != nil && !opts.Keep(p) {
+				return nil // children may still match
+			}
+			s := get(p)
+			s.inCPU = s.inCPU || cpu
+			s.inMemory = s.inMemory || memory
+			procs, err := hasProcs(dir)
+			if err != nil && !os.IsNotExist(err) {
+				errs = append(errs, WalkError{Path: p, Err: err})
+			}
+			s.procs = s.procs || procs
+			if procs || (cpu && cpuLimited(h, dir)) || (memory && memoryLimited(h, dir)) {
+				s.selected = true
+			}
+			return nil
+		})
+	}
+	if l.CPU != nil && l.CPU == l.Memory { // v2: one tree
+		walk(l.CPU, true, true)
+	} else {
+		walk(l.CPU, true, false)
+		walk(l.Memory, false, true)
+	}
+	out := make([]Cgroup, 0, len(found))
+	for p, s := range found {
+		if !s.selected {
+			continue
+		}
+		out = append(out, Cgroup{
+			Path: p, Identity: ParseIdentity(p, opts.BareRuntime),
+			HasProcs: s.procs, InCPU: s.inCPU, InMemory: s.inMemory,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, errs
+}
+
+// hasProcs reports whether cgroup.procs lists any process; it reads only the first bytes
+// (the root cgroup may list every process of the host).
+func hasProcs(dir string) (bool, error) {
+	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var b [16]byte
+	n, _ := f.Read(b[:])
+	return n > 0, nil
+}
+
+func cpuLimited(h *Hierarchy, dir string) bool {
+	var m CPUMax
+	var err error
+	if h.Version == 2 {
+		m, err = ReadCPUMaxV2(dir)
+	} else {
+		m, err = ReadCPUMaxV1(dir)
+	}
+	return err == nil && m.Limited()
+}
+
+func memoryLimited(h *Hierarchy, dir string) bool {
+	if h.Version == 2 {
+		var limited bool
+		err := readFile(filepath.Join(dir, "memory.max"), func(b []byte) error {
+			limited = len(b) > 0 && b[0] >= '0' && b[0] <= '9'
+			return nil
+		})
+		return err == nil && limited
+	}
+	v, err := readUint(filepath.Join(dir, "memory.limit_in_bytes"))
+	return err == nil && v < unlimitedV1
+}
+
+// ReadProcs lists the PIDs in a cgroup's cgroup.procs (in the exporter's PID namespace).
+func ReadProcs(dir string) ([]int, error) {
+	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var pids []int
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if pid, err := strconv.Atoi(s.Text()); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, s.Err()
+}

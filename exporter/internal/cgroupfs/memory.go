@@ -1,0 +1,118 @@
+package cgroupfs
+
+import (
+	"bytes"
+	"path/filepath"
+)
+
+// unlimitedV1 is the smallest memory.limit_in_bytes treated as "no limit": v1 reports
+// PAGE_COUNTER_MAX pages (9223372036854771712 on 4 KiB pages) when unset.
+const unlimitedV1 = 1 << 62
+
+// Memory is the memory state of one cgroup in bytes, both versions mapped to one shape.
+type Memory struct {
+	Usage       uint64
+	Limit       uint64 // 0 when unlimited
+	WorkingSet  uint64 // usage − inactive_file, floored at 0, as cAdvisor defines it
+	RSS         uint64 // anonymous memory (v1 rss / total_rss, v2 anon)
+	Cache       uint64 // page cache (v1 cache / total_cache, v2 file)
+	OOMKills    uint64
+	HasOOMKills bool
+}
+
+// ReadMemoryV1 reads memory.usage_in_bytes, memory.limit_in_bytes, memory.stat and memory.oom_control.
+func ReadMemoryV1(dir string) (Memory, error) {
+	var m Memory
+	var err error
+	if m.Usage, err = readUint(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
+		return m, err
+	}
+	if m.Limit, err = readUint(filepath.Join(dir, "memory.limit_in_bytes")); err != nil {
+		return m, err
+	}
+	if m.Limit >= unlimitedV1 {
+		m.Limit = 0
+	}
+	stat := map[string]uint64{}
+	if err := readFile(filepath.Join(dir, "memory.stat"), func(b []byte) error {
+		return parseKeyed(b, func(k string, v uint64) {
+			switch k {
+			case "rss", "cache", "inactive_file", "total_rss", "total_cache", "total_inactive_file":
+				stat[k] = v
+			}
+		})
+	}); err != nil {
+		return m, err
+	}
+	// total_* include descendants, like usage_in_bytes does under use_hierarchy=1.
+	pick := func(k string) uint64 {
+		if v, ok := stat["total_"+k]; ok {
+			return v
+		}
+		return stat[k]
+	}
+	m.RSS, m.Cache = pick("rss"), pick("cache")
+	m.WorkingSet = workingSet(m.Usage, pick("inactive_file"))
+	// oom_kill appeared in memory.oom_control in kernel 4.13; older kernels have no count.
+	_ = readFile(filepath.Join(dir, "memory.oom_control"), func(b []byte) error {
+		return parseKeyed(b, func(k string, v uint64) {
+			if k == "oom_kill" {
+				m.OOMKills, m.HasOOMKills = v, true
+			}
+		})
+	})
+	return m, nil
+}
+
+// ReadMemoryV2 reads memory.current, memory.max, memory.stat and memory.events.
+func ReadMemoryV2(dir string) (Memory, error) {
+	var m Memory
+	var err error
+	if m.Usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
+		return m, err
+	}
+	if err := readFile(filepath.Join(dir, "memory.max"), func(b []byte) error {
+		b = bytes.TrimSpace(b)
+		if string(b) == "max" {
+			m.Limit = 0
+			return nil
+		}
+		m.Limit, err = parseUint(b)
+		return err
+	}); err != nil {
+		return m, err
+	}
+	var inactiveFile uint64
+	if err := readFile(filepath.Join(dir, "memory.stat"), func(b []byte) error {
+		return parseKeyed(b, func(k string, v uint64) {
+			switch k {
+			case "anon":
+				m.RSS = v
+			case "file":
+				m.Cache = v
+			case "inactive_file":
+				inactiveFile = v
+			}
+		})
+	}); err != nil {
+		return m, err
+	}
+	m.WorkingSet = workingSet(m.Usage, inactiveFile)
+	if err := readFile(filepath.Join(dir, "memory.events"), func(b []byte) error {
+		return parseKeyed(b, func(k string, v uint64) {
+			if k == "oom_kill" {
+				m.OOMKills, m.HasOOMKills = v, true
+			}
+		})
+	}); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+func workingSet(usage, inactiveFile uint64) uint64 {
+	if inactiveFile > usage {
+		return 0
+	}
+	return usage - inactiveFile
+}

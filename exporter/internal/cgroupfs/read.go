@@ -1,0 +1,150 @@
+package cgroupfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// ErrParse marks a file whose content is not what the kernel writes.
+var ErrParse = errors.New("malformed cgroup file")
+
+// maxFileSize caps one control file read; cgroup control files are a few KiB at most
+// (memory.stat on v2 is the largest, ~1.5 KiB).
+const maxFileSize = 64 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// readFile reads a small control file into a pooled buffer and passes it to parse. It avoids
+// os.ReadFile's stat and allocation, which dominate a scrape of thousands of tiny files.
+func readFile(path string, parse func([]byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	b := (*bp)[:0]
+	for {
+		if len(b) == cap(b) {
+			if cap(b) >= maxFileSize {
+				return fmt.Errorf("%s: %w: larger than %d bytes", path, ErrParse, maxFileSize)
+			}
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF || (err == nil && n == 0) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	*bp = b
+	if err := parse(b); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// readUint reads a file holding one unsigned number.
+func readUint(path string) (uint64, error) {
+	var v uint64
+	err := readFile(path, func(b []byte) (err error) {
+		v, err = parseUint(bytes.TrimSpace(b))
+		return err
+	})
+	return v, err
+}
+
+// readInt reads a file holding one signed number (cpu.cfs_quota_us is -1 when unlimited).
+func readInt(path string) (int64, error) {
+	var v int64
+	err := readFile(path, func(b []byte) error {
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: %q is not a number", ErrParse, truncate(b))
+		}
+		v = n
+		return nil
+	})
+	return v, err
+}
+
+func parseUint(b []byte) (uint64, error) {
+	if len(b) == 0 {
+		return 0, fmt.Errorf("%w: empty", ErrParse)
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%w: %q is not a number", ErrParse, truncate(b))
+		}
+		d := uint64(c - '0')
+		if v > (^uint64(0)-d)/10 {
+			return 0, fmt.Errorf("%w: %q overflows", ErrParse, truncate(b))
+		}
+		v = v*10 + d
+	}
+	return v, nil
+}
+
+// parseKeyed parses "key value" lines (cpu.stat, memory.stat, memory.events). A line that is
+// not two fields with a number fails the whole file: a torn or foreign file must not yield
+// plausible-looking partial numbers.
+func parseKeyed(b []byte, visit func(key string, v uint64)) error {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		sp := bytes.IndexByte(line, ' ')
+		if sp <= 0 {
+			return fmt.Errorf("%w: line %q", ErrParse, truncate(line))
+		}
+		v, err := parseUint(line[sp+1:])
+		if err != nil {
+			return err
+		}
+		visit(string(line[:sp]), v)
+	}
+	return nil
+}
+
+func truncate(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
+}
+
+// ErrorReason classifies a read error for the exporter's error counter:
+// vanished (the cgroup or process went away, normal churn), permission, parse, timeout or io.
+func ErrorReason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ESRCH), errors.Is(err, syscall.ENODEV):
+		return "vanished"
+	case errors.Is(err, os.ErrPermission), errors.Is(err, syscall.EPERM):
+		return "permission"
+	case errors.Is(err, ErrParse):
+		return "parse"
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	default:
+		return "io"
+	}
+}

@@ -1,0 +1,39 @@
+// Package testutil holds helpers shared by tests that need real system resources:
+// root, v1 cgroups, a JDK, a C compiler. A missing prerequisite skips the test on a
+// developer machine and fails it when CI=true, because on CI these tests must really run.
+package testutil
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// OnCI reports whether the tests run under CI (CI=true), where prerequisites are mandatory.
+func OnCI() bool { return os.Getenv("CI") == "true" }
+
+// Require skips the test with reason when ok is false, or fails it on CI.
+func Require(t testing.TB, ok bool, reason string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if OnCI() {
+		t.Fatalf("prerequisite missing on CI (CI=true): %s", reason)
+	}
+	t.Skipf("skipping: %s (set up the prerequisite, or run as root; this test must run on CI)", reason)
+}
+
+// RequireRoot needs uid 0.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	Require(t, os.Geteuid() == 0, "needs root")
+}
+
+// LookPath returns the path of an executable or skips/fails the test.
+func LookPath(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	Require(t, err == nil, name+" not found in PATH")
+	return p
+}
