@@ -172,6 +172,8 @@ func compileAnchored(expr string) (*regexp.Regexp, error) {
 }
 
 // slogAdapter lets promhttp log through slog.
-type slogAdapter struct{ l interface{ Error(string, ...any) } }
+type slogAdapter struct {
+	l interface{ Error(string, ...any) }
+}
 
 func (a slogAdapter) Println(v ...any) { a.l.Error(fmt.Sprint(v...)) }

@@ -35,10 +35,10 @@ func TestReadCPUStat(t *testing.T) {
 
 func TestMalformedFiles(t *testing.T) {
 	bad := []struct{ file, content string }{
-		{"cpu.stat", "nr_periods 36\nnr_throttled\n"},                 // truncated mid-line
-		{"cpu.stat", "nr_periods 36\nnr_throttled -1\n"},              // negative
+		{"cpu.stat", "nr_periods 36\nnr_throttled\n"},                    // truncated mid-line
+		{"cpu.stat", "nr_periods 36\nnr_throttled -1\n"},                 // negative
 		{"cpu.stat", "nr_periods 3\nnr_throttled 5\nthrottled_time 1\n"}, // impossible
-		{"cpu.stat", "nr_periods 99999999999999999999999\n"},          // overflow
+		{"cpu.stat", "nr_periods 99999999999999999999999\n"},             // overflow
 		{"cpu.stat", "\x00\x00\x00"},
 		{"cpu.max", "20000\n"},
 		{"cpu.max", "max max\n"},
