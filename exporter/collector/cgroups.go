@@ -20,6 +20,8 @@ type CgroupSource struct {
 	opts   cgroupfs.WalkOptions
 	logger *slog.Logger
 
+	maxAge time.Duration
+
 	mu       sync.Mutex
 	at       time.Time
 	cached   []cgroupfs.Cgroup
@@ -47,6 +49,7 @@ func NewCgroupSource(cfg Config, logger *slog.Logger) (*CgroupSource, error) {
 		layout: layout,
 		opts:   cgroupfs.WalkOptions{Keep: pathFilter(cfg.CgroupInclude, cfg.CgroupExclude), BareRuntime: bare},
 		logger: logger,
+		maxAge: discoveryMaxAge,
 	}, nil
 }
 
@@ -58,7 +61,7 @@ func (s *CgroupSource) Layout() *cgroupfs.Layout { return s.layout }
 func (s *CgroupSource) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cached != nil && time.Since(s.at) < discoveryMaxAge {
+	if s.cached != nil && time.Since(s.at) < s.maxAge {
 		return s.cached, s.walkErrs
 	}
 	cgs, errs := s.layout.Discover(ctx, s.opts)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
@@ -51,8 +52,11 @@ func (e *ErrorCounter) Collect(ch chan<- prometheus.Metric) { e.vec.Collect(ch) 
 
 // Reason classifies an error for the counter.
 func Reason(err error) string {
-	if errors.Is(err, procread.ErrTimeout) {
+	switch {
+	case errors.Is(err, procread.ErrTimeout):
 		return "timeout"
+	case errors.Is(err, goruntime.ErrParse):
+		return "parse"
 	}
 	return cgroupfs.ErrorReason(err)
 }

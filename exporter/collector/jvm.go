@@ -1,0 +1,209 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
+)
+
+func init() {
+	register("jvm", true, "HotSpot JVMs from their perf data (hsperfdata, no attach): safepoints, GC pauses, JIT, heap, and GC/JIT threads against the quota", newJVMCollector)
+	// JVMs first: detecting Go reads the executable's build info, needless for java.
+	runtimeDetectors = append([]func(context.Context, *Env, *process) (string, string, error){detectJVM}, runtimeDetectors...)
+}
+
+var (
+	jvmInfoDesc = newProcessDesc("jvm_info",
+		"HotSpot JVM: Java version, VM name and garbage collector (from flags, else perf data collector names, else the JVM's default).", "version", "vm", "gc")
+	jvmPerfDataDesc = newProcessDesc("jvm_perfdata_available",
+		"1 when the JVM's perf data (/tmp/hsperfdata_<user>/<pid>) was read; 0 when disabled (-XX:-UsePerfData, -XX:+PerfDisableSharedMem), not found, or unreadable; the log says which.")
+	jvmSafepointsDesc = newProcessDesc("jvm_safepoints_total",
+		"Safepoints (stop-the-world operations) reached (perf data sun.rt.safepoints).")
+	jvmSafepointSecondsDesc = newProcessDesc("jvm_safepoint_seconds_total",
+		"Time application threads were stopped at safepoints (sun.rt.safepointTime).")
+	jvmSafepointSyncDesc = newProcessDesc("jvm_safepoint_sync_seconds_total",
+		"Time spent bringing threads to safepoints (sun.rt.safepointSyncTime): inflates when threads are descheduled or CFS-throttled.")
+	jvmGCPausesDesc = newProcessDesc("jvm_gc_pauses_total",
+		"GC pauses by normalised collector: young, full, or concurrent (the pauses of concurrent cycles: G1 remark/cleanup, ZGC and Shenandoah pauses).", "collector")
+	jvmGCPauseSecondsDesc = newProcessDesc("jvm_gc_pause_seconds_total",
+		"GC pause time by normalised collector (sun.gc.collector.N.time).", "collector")
+	jvmJITSecondsDesc = newProcessDesc("jvm_jit_compilation_seconds_total",
+		"Time spent in JIT compilation (java.ci.totalTime): the warm-up signal.")
+	jvmHeapCommittedDesc = newProcessDesc("jvm_heap_committed_bytes",
+		"Java heap committed: sum of the generation spaces' capacity (sun.gc.generation.*.space.*.capacity), no metaspace.")
+	jvmHeapUsedDesc = newProcessDesc("jvm_heap_used_bytes",
+		"Java heap used (sum of sun.gc.generation.*.space.*.used).")
+	jvmMetaspaceDesc = newProcessDesc("jvm_metaspace_used_bytes",
+		"Metaspace used (sun.gc.metaspace.used).")
+	jvmCPUCountDesc = newProcessDesc("jvm_cpu_count",
+		"Processor count the JVM sized itself for: -XX:ActiveProcessorCount, else its container rules for its version applied to the cgroup's quota (and shares before JDK 19/17.0.5/11.0.17) and the CPU affinity.")
+	jvmParallelGCDesc = newProcessDesc("jvm_gc_parallel_threads",
+		"Configured parallel (stop-the-world) GC worker threads: -XX:ParallelGCThreads, else the GC's formula from quota_jvm_cpu_count (G1/Parallel: n<=8 ? n : 8+(n-8)*5/8).")
+	jvmConcGCDesc = newProcessDesc("jvm_gc_concurrent_threads",
+		"Configured concurrent GC threads: -XX:ConcGCThreads, else the GC's formula.")
+	jvmJITThreadsDesc = newProcessDesc("jvm_jit_threads",
+		"Configured JIT compiler threads: -XX:CICompilerCount, else HotSpot's tiered formula from the CPU count.")
+	jvmThreadsDesc = newProcessDesc("jvm_threads",
+		"Live JVM threads by kind, from thread names in /proc/<pid>/task/*/comm: gc, jit, vm (VM infrastructure), app. GC and JIT workers start lazily, so gc can be below the configured count.", "kind")
+)
+
+type jvmCollector struct {
+	env       *Env
+	src       *ProcessSource
+	inspector *jvm.Inspector
+}
+
+var jvmInspectors sync.Map // *Env -> *jvm.Inspector
+
+// jvmInspectors share one perf-data cache per Env between detection and the collector.
+func jvmInspector(env *Env) *jvm.Inspector {
+	v, _ := jvmInspectors.LoadOrStore(env, &jvm.Inspector{Procfs: env.Config.ProcPath})
+	return v.(*jvm.Inspector)
+}
+
+func newJVMCollector(env *Env) (Collector, error) {
+	src, err := processSourceFor(env)
+	if err != nil {
+		return nil, err
+	}
+	return &jvmCollector{env: env, src: src, inspector: jvmInspector(env)}, nil
+}
+
+// detectJVM recognises HotSpot JVMs (java executable) and names them by main class or jar.
+func detectJVM(ctx context.Context, env *Env, p *process) (string, string, error) {
+	if p.Stat.Comm != "java" && !hasBase(p.state.exe, "java") {
+		return "", "", nil
+	}
+	info, err := jvmInspector(env).Inspect(ctx, p.PID, jvmCgroup(env, p.Cgroup, 0))
+	if errors.Is(err, jvm.ErrNotJVM) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	name := info.Main
+	if name == "" {
+		name = p.Stat.Comm
+	}
+	return runtimeJVM, name, nil
+}
+
+func hasBase(path, base string) bool {
+	return len(path) >= len(base)+1 && path[len(path)-len(base)-1:] == "/"+base
+}
+
+// jvmCgroup describes the JVM's cgroup as the JVM's container detection saw it.
+func jvmCgroup(env *Env, cg cgroupfs.Cgroup, affinity int) jvm.CgroupCPU {
+	l := env.Cgroups.Layout()
+	out := jvm.CgroupCPU{Affinity: affinity}
+	if l.CPU != nil {
+		dir := l.CPU.Dir(cg.Path)
+		out.V2 = l.CPU.Version == 2
+		var m cgroupfs.CPUMax
+		var err error
+		if out.V2 {
+			m, err = cgroupfs.ReadCPUMaxV2(dir)
+			if w, err := cgroupfs.ReadCPUWeightV2(dir); err == nil {
+				out.Weight = int64(w)
+			}
+		} else {
+			m, err = cgroupfs.ReadCPUMaxV1(dir)
+			if s, err := cgroupfs.ReadCPUSharesV1(dir); err == nil {
+				out.Shares = int64(s)
+			}
+		}
+		if err == nil && m.Limited() {
+			out.QuotaUS, out.PeriodUS = m.QuotaUS, int64(m.PeriodUS)
+		}
+	}
+	if l.Memory != nil {
+		var mem cgroupfs.Memory
+		var err error
+		if l.Memory.Version == 2 {
+			mem, err = cgroupfs.ReadMemoryV2(l.Memory.Dir(cg.Path))
+		} else {
+			mem, err = cgroupfs.ReadMemoryV1(l.Memory.Dir(cg.Path))
+		}
+		if err == nil {
+			out.MemoryLimitBytes = int64(mem.Limit)
+		}
+	}
+	return out
+}
+
+func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	t := newTally("jvm", c.env.Errors)
+	procs, _ := c.src.Processes(ctx)
+	alive := map[int]bool{}
+	for _, p := range procs {
+		if p.Runtime != runtimeJVM {
+			continue
+		}
+		alive[p.PID] = true
+		info, err := c.inspector.Inspect(ctx, p.PID, jvmCgroup(c.env, p.Cgroup, 0))
+		if err != nil {
+			t.add(fmt.Sprintf("pid %d", p.PID), err)
+			continue
+		}
+		e := emitter{ch, processLabelValues(p)}
+		version := ""
+		if info.Version.Known() {
+			version = info.Version.String()
+		}
+		e.gauge(jvmInfoDesc, 1, version, info.VMName, string(info.GC))
+		e.gauge(jvmCPUCountDesc, float64(info.CPUCount))
+		e.gauge(jvmParallelGCDesc, float64(info.Configured.ParallelGC))
+		e.gauge(jvmConcGCDesc, float64(info.Configured.ConcurrentGC))
+		e.gauge(jvmJITThreadsDesc, float64(info.Configured.JIT))
+		for _, k := range []jvm.ThreadKind{jvm.ThreadGC, jvm.ThreadJIT, jvm.ThreadVM, jvm.ThreadApp} {
+			e.gauge(jvmThreadsDesc, float64(info.Threads[k]), string(k))
+		}
+		if !info.PerfDataAvailable() || info.Counters == nil {
+			e.gauge(jvmPerfDataDesc, 0)
+			c.logUnavailable(p, info)
+			continue
+		}
+		e.gauge(jvmPerfDataDesc, 1)
+		ctr := info.Counters
+		e.counter(jvmSafepointsDesc, float64(ctr.Safepoints))
+		e.counter(jvmSafepointSecondsDesc, ctr.SafepointSeconds)
+		e.counter(jvmSafepointSyncDesc, ctr.SafepointSyncSeconds)
+		collectors := make([]string, 0, len(ctr.GC))
+		for k := range ctr.GC {
+			collectors = append(collectors, string(k))
+		}
+		sort.Strings(collectors)
+		for _, k := range collectors {
+			s := ctr.GC[jvm.Collector(k)]
+			e.counter(jvmGCPausesDesc, float64(s.Pauses), k)
+			e.counter(jvmGCPauseSecondsDesc, s.Seconds, k)
+		}
+		e.counter(jvmJITSecondsDesc, ctr.JITSeconds)
+		e.gauge(jvmHeapCommittedDesc, float64(ctr.HeapCommittedBytes))
+		e.gauge(jvmHeapUsedDesc, float64(ctr.HeapUsedBytes))
+		e.gauge(jvmMetaspaceDesc, float64(ctr.MetaspaceUsedBytes))
+	}
+	c.inspector.Forget(func(pid int) bool { return alive[pid] })
+	return t.err()
+}
+
+// logUnavailable says once per process why its perf data is missing; it is a state of the
+// JVM, not an exporter error.
+func (c *jvmCollector) logUnavailable(p *process, info *jvm.Info) {
+	if _, logged := p.state.data.LoadOrStore("jvm-unavailable-logged", true); logged {
+		return
+	}
+	reason := "unknown"
+	if info.Unavailable != nil {
+		reason = info.Unavailable.Error()
+	}
+	c.env.Logger.Info("JVM perf data unavailable; exporting thread counts and configured sizes only",
+		"pid", p.PID, "process", p.Name, "cgroup", p.Cgroup.Path, "reason", reason)
+}

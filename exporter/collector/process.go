@@ -1,0 +1,75 @@
+package collector
+
+import (
+	"context"
+	"os"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func init() {
+	register("process", true, "per-process RSS, threads, start time and CPU of JVMs, Go programs and large processes in watched cgroups", newProcessCollector)
+}
+
+// processLabels extend the cgroup identity on every per-process series.
+var processLabels = append(append([]string{}, cgroupLabels...), "process", "runtime")
+
+func newProcessDesc(name, help string, extra ...string) *prometheus.Desc {
+	return prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, processLabels...), extra...), nil)
+}
+
+func processLabelValues(p *process, extra ...string) []string {
+	return append(cgroupLabelValues(p.Cgroup, p.Name, p.Runtime), extra...)
+}
+
+var (
+	processInfoDesc = newProcessDesc("process_info",
+		"Watched process (every JVM, every Go program, and others above --process.min-resident); the only series with the PID.", "pid")
+	processResidentDesc = newProcessDesc("process_resident_bytes",
+		"Resident memory of the process (/proc/<pid>/stat rss).")
+	processResidentAnonDesc = newProcessDesc("process_resident_anon_bytes",
+		"Resident anonymous memory of the process (/proc/<pid>/status RssAnon): heap, arenas, stacks.")
+	processThreadsDesc = newProcessDesc("process_threads",
+		"Threads of the process (/proc/<pid>/stat num_threads).")
+	processStartDesc = newProcessDesc("process_start_time_seconds",
+		"Start time of the process since the epoch (/proc/<pid>/stat starttime): time() minus this is the warm-up clock.")
+	processCPUDesc = newProcessDesc("process_cpu_seconds_total",
+		"CPU time of the process by mode (/proc/<pid>/stat utime, stime).", "mode")
+)
+
+type processCollector struct {
+	env      *Env
+	src      *ProcessSource
+	pageSize float64
+}
+
+func newProcessCollector(env *Env) (Collector, error) {
+	src, err := processSourceFor(env)
+	if err != nil {
+		return nil, err
+	}
+	return &processCollector{env: env, src: src, pageSize: float64(os.Getpagesize())}, nil
+}
+
+func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	t := newTally("process", c.env.Errors)
+	procs, errs := c.src.Processes(ctx)
+	for _, err := range errs {
+		t.add("process", err)
+	}
+	for _, p := range procs {
+		e := emitter{ch, processLabelValues(p)}
+		ch <- prometheus.MustNewConstMetric(processInfoDesc, prometheus.GaugeValue, 1, processLabelValues(p, strconv.Itoa(p.PID))...)
+		e.gauge(processResidentDesc, float64(p.Stat.RSS)*c.pageSize)
+		e.gauge(processResidentAnonDesc, float64(p.Status.RssAnon))
+		e.gauge(processThreadsDesc, float64(p.Stat.NumThreads))
+		e.gauge(processStartDesc, c.src.startTime(p))
+		e.counter(processCPUDesc, float64(p.Stat.UTime)/userHZ, "user")
+		e.counter(processCPUDesc, float64(p.Stat.STime)/userHZ, "system")
+	}
+	return t.err()
+}
+
+// userHZ is the unit of utime and stime in /proc/<pid>/stat (100 on Linux, as procfs assumes).
+const userHZ = 100

@@ -1,0 +1,146 @@
+// Package goruntime tells, from outside, whether a process is a Go binary and what GOMAXPROCS
+// it runs with against its CPU quota. It reads the binary's build info through
+// /proc/<pid>/exe, two environment variables and the affinity mask; it never attaches to or
+// signals the process. A program calling runtime.GOMAXPROCS itself defeats the computation:
+// the result is a strong expectation, not a reading.
+package goruntime
+
+import (
+	"context"
+	"debug/buildinfo"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+)
+
+// AutoMaxProcsModule is the module whose presence means GOMAXPROCS follows the quota at start.
+const AutoMaxProcsModule = "go.uber.org/automaxprocs"
+
+// maxStatus caps the /proc/<pid>/status read (a few KiB in practice).
+const maxStatus = 64 << 10
+
+// ErrParse marks malformed procfs content or build info.
+var ErrParse = errors.New("parse error")
+
+// Info describes one process. For a non-Go process only IsGo (false) is set.
+type Info struct {
+	IsGo           bool
+	GoVersion      string // toolchain that built the binary, e.g. "go1.26.8"
+	MainModule     string // main module path ("" for binaries built without modules)
+	DefaultGODEBUG string // build setting; holds containermaxprocs=0 for go.mod "go 1.24" and older
+	AutoMaxProcs   bool   // go.uber.org/automaxprocs is among the deps
+	ContainerAware bool   // AutoMaxProcs or the Go >= 1.25 cgroup-aware default is on
+	Affinity       int    // CPUs in the affinity mask
+	GOMAXPROCS     int    // expected effective value
+	Source         Source // rule that decided GOMAXPROCS
+}
+
+// Inspect reads the process pid under procfs (normally /proc). cpu is the quota of the
+// process's own cpu cgroup (see CPUQuota). Errors wrap os.ErrPermission (no ptrace-read
+// access to exe/environ), os.ErrNotExist (process gone), procread.ErrTimeout or ErrParse.
+func Inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota) (*Info, error) {
+	dir := filepath.Join(procfs, strconv.Itoa(pid))
+	bi, err := readBuildInfo(ctx, filepath.Join(dir, "exe"))
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: go build info: %w", pid, classify(err))
+	}
+	if bi == nil {
+		return &Info{}, nil
+	}
+	info := &Info{
+		IsGo:       true,
+		GoVersion:  bi.GoVersion,
+		MainModule: bi.Main.Path,
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "DefaultGODEBUG" {
+			info.DefaultGODEBUG = s.Value
+		}
+	}
+	for _, d := range bi.Deps {
+		if d.Path == AutoMaxProcsModule {
+			info.AutoMaxProcs = true
+		}
+	}
+
+	env, err := procenv.Lookup(ctx, procfs, pid, "GOMAXPROCS", "GODEBUG")
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: environ: %w", pid, classify(err))
+	}
+	info.Affinity, err = readAffinity(ctx, filepath.Join(dir, "status"))
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: affinity: %w", pid, classify(err))
+	}
+	maxprocs, set := env["GOMAXPROCS"]
+	r := Compute(Inputs{
+		GoVersion:        info.GoVersion,
+		AutoMaxProcs:     info.AutoMaxProcs,
+		DefaultGODEBUG:   info.DefaultGODEBUG,
+		EnvGOMAXPROCS:    maxprocs,
+		EnvGOMAXPROCSSet: set,
+		EnvGODEBUG:       env["GODEBUG"],
+		CPU:              cpu,
+		Affinity:         info.Affinity,
+	})
+	info.ContainerAware, info.GOMAXPROCS, info.Source = r.ContainerAware, r.GOMAXPROCS, r.Source
+	return info, nil
+}
+
+// readBuildInfo returns nil, nil for an executable that is not Go. Opening exe ourselves keeps
+// open errors (permission, vanished) apart from buildinfo's unexported format errors.
+func readBuildInfo(ctx context.Context, exe string) (*debug.BuildInfo, error) {
+	return procread.Do(ctx, func() (*debug.BuildInfo, error) {
+		f, err := os.Open(exe)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		bi, err := buildinfo.Read(f)
+		if err == nil {
+			return bi, nil
+		}
+		// buildinfo's errNotGoExe and errUnrecognizedFormat are unexported: match the text.
+		if msg := err.Error(); strings.Contains(msg, "not a Go executable") ||
+			strings.Contains(msg, "unrecognized file format") {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: %v", ErrParse, err)
+	})
+}
+
+func readAffinity(ctx context.Context, status string) (int, error) {
+	b, err := procread.ReadFile(ctx, status, maxStatus)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			n, ok := ParseCPUList(v)
+			if !ok {
+				return 0, fmt.Errorf("%w: Cpus_allowed_list %q", ErrParse, strings.TrimSpace(v))
+			}
+			return n, nil
+		}
+	}
+	if len(b) == 0 {
+		// A process that exited between open and read leaves an empty file.
+		return 0, os.ErrNotExist
+	}
+	return 0, fmt.Errorf("%w: no Cpus_allowed_list", ErrParse)
+}
+
+// classify makes "process gone" errors that do not already do so match os.ErrNotExist.
+func classify(err error) error {
+	if errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%w: %w", os.ErrNotExist, err)
+	}
+	return err
+}

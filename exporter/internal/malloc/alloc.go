@@ -1,0 +1,120 @@
+package malloc
+
+import (
+	"context"
+	"debug/elf"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+)
+
+const maxTasks = 4096 // threads whose names are checked for jemalloc's background threads
+
+// libAllocator names the allocator of a shared-library file name, "" for none.
+func libAllocator(name string) string {
+	base := path.Base(strings.TrimSuffix(strings.TrimSpace(name), " (deleted)"))
+	switch {
+	case strings.HasPrefix(base, "libjemalloc.so"), strings.HasPrefix(base, "libjemalloc_"):
+		return Jemalloc
+	case strings.HasPrefix(base, "libtcmalloc") && strings.Contains(base, ".so"):
+		return Tcmalloc
+	case strings.HasPrefix(base, "libmimalloc") && strings.Contains(base, ".so"):
+		return Mimalloc
+	}
+	return ""
+}
+
+// detectAllocator decides from, in order: a mapped allocator library (what LD_PRELOAD or a
+// DT_NEEDED entry loaded), LD_PRELOAD naming one (the initial environment; the library may
+// have failed to load, so this only counts when maps cannot tell), an allocator linked into
+// the executable (its dynamic symbols export malloc and the allocator's own API), and
+// jemalloc background thread names. Otherwise glibc when its libc is mapped, else Other.
+//
+// Limits: a statically linked allocator in a stripped executable that does not export
+// malloc, and statically linked glibc, are not recognized; MALLOC_CONF alone is not
+// evidence (it is often set globally).
+func detectAllocator(ctx context.Context, dir string, maps []Mapping, env map[string]string, glibc bool) string {
+	for _, m := range maps {
+		if m.Inode != 0 {
+			if a := libAllocator(m.Path); a != "" {
+				return a
+			}
+		}
+	}
+	if !glibc {
+		return Other
+	}
+	for _, p := range strings.FieldsFunc(env["LD_PRELOAD"], func(r rune) bool { return r == ' ' || r == ':' }) {
+		if a := libAllocator(p); a != "" {
+			return a
+		}
+	}
+	if a := exeAllocator(ctx, filepath.Join(dir, "exe")); a != "" {
+		return a
+	}
+	if jemallocThreads(ctx, dir) {
+		return Jemalloc
+	}
+	return Glibc
+}
+
+// exeAllocator looks at the executable's dynamic symbol table: a dynamically linked program
+// that defines malloc itself exports it (libc's own callers must bind to it).
+func exeAllocator(ctx context.Context, exe string) string {
+	a, _ := procread.Do(ctx, func() (string, error) {
+		f, err := elf.Open(exe)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		syms, err := f.DynamicSymbols()
+		if err != nil {
+			return "", err
+		}
+		defined := make(map[string]bool)
+		for _, s := range syms {
+			if s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				defined[s.Name] = true
+			}
+		}
+		switch {
+		case defined["mallctl"] || defined["je_mallctl"] || defined["je_malloc"]:
+			return Jemalloc, nil
+		case defined["tc_malloc"]:
+			return Tcmalloc, nil
+		case defined["mi_malloc"]:
+			return Mimalloc, nil
+		case defined["malloc"] && defined["free"]:
+			return Other, nil
+		}
+		return "", nil
+	})
+	return a
+}
+
+// jemallocThreads reports a thread named "jemalloc_bg_thd" (jemalloc with
+// background_thread:true; off by default, so absence proves nothing).
+func jemallocThreads(ctx context.Context, dir string) bool {
+	found, _ := procread.Do(ctx, func() (bool, error) {
+		d, err := os.Open(filepath.Join(dir, "task"))
+		if err != nil {
+			return false, err
+		}
+		defer d.Close()
+		tids, err := d.Readdirnames(maxTasks)
+		if err != nil {
+			return false, err
+		}
+		for _, tid := range tids {
+			b, err := os.ReadFile(filepath.Join(dir, "task", tid, "comm"))
+			if err == nil && strings.HasPrefix(string(b), "jemalloc_bg_thd") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}

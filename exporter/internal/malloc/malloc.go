@@ -1,0 +1,184 @@
+// Package malloc reads the glibc malloc state of another process from outside: how many
+// arenas and heaps it has, their resident memory, its arena limit and which allocator it
+// uses. It never attaches, stops or signals the process: it reads /proc/<pid>/maps, a few
+// words of /proc/<pid>/mem, and on request /proc/<pid>/smaps.
+//
+// Errors wrap os.ErrPermission (no ptrace-read access), os.ErrNotExist (the process is
+// gone) or procread.ErrTimeout.
+package malloc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+)
+
+// Methods of counting heaps.
+const (
+	MethodHeaders = "headers" // heap_info headers read from /proc/<pid>/mem: exact
+	MethodMaps    = "maps"    // mapping shapes only: undercounts full heaps, arenas = heaps
+)
+
+// Allocators.
+const (
+	Glibc    = "glibc"
+	Jemalloc = "jemalloc"
+	Tcmalloc = "tcmalloc"
+	Mimalloc = "mimalloc"
+	Other    = "other" // no glibc libc mapped: static Go binaries, musl, static glibc
+)
+
+const (
+	maxMaps       = 32 << 20 // /proc/<pid>/maps cap: ~300k mappings
+	maxCandidates = 1 << 14  // aligned addresses probed per process (1 TiB of anonymous rw memory)
+)
+
+// Range is an address range [Start, End).
+type Range struct{ Start, End uint64 }
+
+// State is what Inspect found.
+type State struct {
+	Allocator string
+	// Glibc is the libc version from the mapped file name ("2.31" for libc-2.31.so), "2.34+"
+	// for the unversioned libc.so.6 of glibc >= 2.34, "" when no glibc is mapped.
+	Glibc string
+	// Method is MethodHeaders or MethodMaps; "" when the allocator is not glibc-based
+	// (Allocator Other) and nothing was counted.
+	Method string
+	// Arenas counts non-main arenas (the main arena lives in the brk heap and always exists).
+	// With MethodMaps it equals Heaps, an approximation.
+	Arenas, Heaps int
+	// HeapRanges are the heaps' 64 MiB reservations, for HeapResidentBytes.
+	HeapRanges []Range
+}
+
+// Inspect reads the malloc state of pid under procfs (normally "/proc"). Without a deadline
+// in ctx the whole call is bounded by procread.DefaultTimeout.
+func Inspect(ctx context.Context, procfs string, pid int) (*State, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, procread.DefaultTimeout)
+		defer cancel()
+	}
+	dir := filepath.Join(procfs, strconv.Itoa(pid))
+	b, err := procread.ReadFile(ctx, filepath.Join(dir, "maps"), maxMaps)
+	if err != nil {
+		return nil, fmt.Errorf("malloc: pid %d maps: %w", pid, err)
+	}
+	maps := ParseMaps(b)
+	if len(maps) == 0 {
+		// Zombies (and kernel threads) have no address space.
+		return nil, fmt.Errorf("malloc: pid %d has no mappings (exited): %w", pid, os.ErrNotExist)
+	}
+	st := &State{Glibc: glibcVersion(maps)}
+	// Environment errors are not fatal: maps is the main evidence.
+	env, _ := procenv.Lookup(ctx, procfs, pid, "LD_PRELOAD", "MALLOC_CONF")
+	st.Allocator = detectAllocator(ctx, dir, maps, env, st.Glibc != "")
+	if st.Glibc == "" {
+		return st, nil
+	}
+	if err := readHeaders(ctx, dir, maps, st); err != nil {
+		return nil, fmt.Errorf("malloc: pid %d: %w", pid, err)
+	}
+	return st, nil
+}
+
+// readHeaders counts heaps from their headers, or falls back to the maps heuristic when
+// /proc/<pid>/mem cannot be read.
+func readHeaders(ctx context.Context, dir string, maps []Mapping, st *State) error {
+	cands := candidates(maps, maxCandidates)
+	f, err := procread.Do(ctx, func() (*os.File, error) { return os.Open(filepath.Join(dir, "mem")) })
+	if err != nil {
+		if unreadable(err) {
+			fallback(maps, st)
+			return nil
+		}
+		return vanished(err)
+	}
+	defer f.Close()
+	var hdrs []Header
+	eio := 0
+	buf := make([]byte, headerSize)
+	for _, a := range cands {
+		if a > 1<<63-1 { // beyond what a file offset can address
+			continue
+		}
+		n, err := procread.ReadAt(ctx, f, buf, int64(a))
+		switch {
+		case err == nil || n == len(buf):
+		case errors.Is(err, io.EOF) && n == 0:
+			// The mm is gone: the process exited after maps was read.
+			return fmt.Errorf("reading %s: %w", f.Name(), os.ErrNotExist)
+		case errors.Is(err, syscall.EIO):
+			eio++ // unmapped since maps was read, or not readable at all
+			continue
+		case unreadable(err):
+			fallback(maps, st)
+			return nil
+		default:
+			return vanished(err)
+		}
+		if h, ok := ParseHeader(a, buf); ok {
+			hdrs = append(hdrs, h)
+		}
+	}
+	if len(cands) > 0 && eio == len(cands) {
+		fallback(maps, st)
+		return nil
+	}
+	heaps, arenas := Validate(hdrs)
+	st.Method, st.Arenas, st.Heaps = MethodHeaders, arenas, len(heaps)
+	st.HeapRanges = make([]Range, len(heaps))
+	for i, h := range heaps {
+		st.HeapRanges[i] = Range{h.Addr, h.Addr + HeapMaxSize}
+	}
+	return nil
+}
+
+// vanished makes ESRCH (opening mem of a zombie) wrap os.ErrNotExist like ENOENT does.
+func vanished(err error) error {
+	if errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%w: %w", os.ErrNotExist, err)
+	}
+	return err
+}
+
+func unreadable(err error) bool {
+	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
+}
+
+func fallback(maps []Mapping, st *State) {
+	st.HeapRanges = heuristicHeaps(maps)
+	st.Method, st.Heaps, st.Arenas = MethodMaps, len(st.HeapRanges), len(st.HeapRanges)
+}
+
+var libcVersioned = regexp.MustCompile(`^libc-2\.(\d+)\.so$`)
+
+// glibcVersion finds glibc's libc among the mappings. Since 2.34 the file is libc.so.6
+// itself; before, libc.so.6 was a symlink to libc-2.NN.so and maps shows the target.
+func glibcVersion(maps []Mapping) string {
+	for _, m := range maps {
+		if m.Inode == 0 {
+			continue
+		}
+		base := path.Base(strings.TrimSuffix(m.Path, " (deleted)"))
+		if base == "libc.so.6" {
+			return "2.34+"
+		}
+		if v := libcVersioned.FindStringSubmatch(base); v != nil {
+			return "2." + v[1]
+		}
+	}
+	return ""
+}
