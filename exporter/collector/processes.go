@@ -56,8 +56,8 @@ type processState struct {
 	mu       sync.Mutex
 	detected bool
 	runtime  string
-	name     string  // for JVMs: main class / jar; else ""
-	exe      string  // executable path, the disambiguator of last resort
+	name     string   // for JVMs: main class / jar; else ""
+	exe      string   // executable path, the disambiguator of last resort
 	data     sync.Map // collector-owned entries (go build info, JVM layout, heap layout, smaps)
 	lastSeen time.Time
 }
