@@ -94,11 +94,11 @@ func DefaultEnabled(name string) bool { return registry[name].defaultEnabled }
 func Help(name string) string { return registry[name].help }
 
 var (
-	scrapeDurationDesc = prometheus.NewDesc(namespace+"_exporter_scrape_collector_duration_seconds",
-		"quota_exporter: how long a collector took in this scrape.", []string{"collector"}, nil)
-	scrapeSuccessDesc = prometheus.NewDesc(namespace+"_exporter_scrape_collector_success",
+	scrapeDurationDesc = document(prometheus.NewDesc(namespace+"_exporter_scrape_collector_duration_seconds",
+		"quota_exporter: how long a collector took in this scrape.", []string{"collector"}, nil))
+	scrapeSuccessDesc = document(prometheus.NewDesc(namespace+"_exporter_scrape_collector_success",
 		"quota_exporter: 1 if the collector read all its input in this scrape, 0 if some input was bad, unreadable or timed out (see quota_exporter_read_errors_total and the log).",
-		[]string{"collector"}, nil)
+		[]string{"collector"}, nil))
 )
 
 // Set is the enabled collectors; it runs them for every scrape.

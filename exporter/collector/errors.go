@@ -130,3 +130,13 @@ func (t *tally) err() error {
 	sort.Strings(parts)
 	return fmt.Errorf("skipped %d inputs: %s", n, strings.Join(parts, " "))
 }
+
+// Descriptors of metrics built elsewhere (client_golang), listed for docs/metrics.md.
+var (
+	_ = document(prometheus.NewDesc(namespace+"_exporter_read_errors_total",
+		"quota_exporter: inputs skipped because they could not be read, by collector and reason (vanished, permission, parse, timeout, io).",
+		[]string{"collector", "reason"}, nil))
+	_ = document(prometheus.NewDesc(namespace+"_exporter_build_info",
+		"quota_exporter: version, revision, branch and Go version it was built with (prometheus/common version, injected by the Makefile).",
+		[]string{"version", "revision", "branch", "goversion", "goos", "goarch", "tags"}, nil))
+)

@@ -15,7 +15,16 @@ func cgroupLabelValues(cg cgroupfs.Cgroup, extra ...string) []string {
 }
 
 func newCgroupDesc(name, help string, extra ...string) *prometheus.Desc {
-	return prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, cgroupLabels...), extra...), nil)
+	return document(prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, cgroupLabels...), extra...), nil))
+}
+
+// documented lists every descriptor the exporter can emit, for docs/metrics.md and the
+// mixin's check that it uses only exported names. Filled at init, read-only afterwards.
+var documented []*prometheus.Desc
+
+func document(d *prometheus.Desc) *prometheus.Desc {
+	documented = append(documented, d)
+	return d
 }
 
 // emitter sends const metrics for one cgroup.

@@ -28,8 +28,8 @@ var (
 	allocatorInfoDesc = newProcessDesc("process_allocator_info",
 		"Memory allocator in use: glibc, jemalloc, tcmalloc or mimalloc (mapped library, LD_PRELOAD, exported symbols), other when no glibc is mapped (static Go, musl).",
 		"allocator")
-	mallocHeuristicDesc = prometheus.NewDesc(namespace+"_exporter_malloc_heuristic_processes",
-		"quota_exporter: processes whose arenas were counted from /proc/<pid>/maps alone because /proc/<pid>/mem was not readable; that method undercounts full heaps.", nil, nil)
+	mallocHeuristicDesc = document(prometheus.NewDesc(namespace+"_exporter_malloc_heuristic_processes",
+		"quota_exporter: processes whose arenas were counted from /proc/<pid>/maps alone because /proc/<pid>/mem was not readable; that method undercounts full heaps.", nil, nil))
 )
 
 type mallocEntry struct {

@@ -16,7 +16,7 @@ func init() {
 var processLabels = append(append([]string{}, cgroupLabels...), "process", "runtime")
 
 func newProcessDesc(name, help string, extra ...string) *prometheus.Desc {
-	return prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, processLabels...), extra...), nil)
+	return document(prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, processLabels...), extra...), nil))
 }
 
 func processLabelValues(p *process, extra ...string) []string {

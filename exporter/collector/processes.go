@@ -55,6 +55,7 @@ type processKey struct {
 type processState struct {
 	mu       sync.Mutex
 	detected bool
+	comm     string // at detection: an exec keeps pid and start time but changes the program
 	runtime  string
 	name     string   // for JVMs: main class / jar; else ""
 	exe      string   // executable path, the disambiguator of last resort
@@ -205,14 +206,15 @@ func (s *ProcessSource) read(ctx context.Context, pid int, cg cgroupfs.Cgroup) (
 	}
 	key := processKey{pid, stat.Starttime}
 	st, ok := s.states[key]
-	if !ok {
-		st = &processState{}
+	if !ok || (st.detected && st.comm != stat.Comm) {
+		st = &processState{} // new, or exec'd into another program: start afresh
 		s.states[key] = st
 	}
 	p := &process{PID: pid, Cgroup: cg, Stat: stat, Status: status, state: st}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if !st.detected {
+		st.comm = stat.Comm
 		if err := s.detect(ctx, p); err != nil && !errors.Is(err, os.ErrPermission) {
 			return nil, err
 		} else if err != nil {

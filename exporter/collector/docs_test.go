@@ -1,0 +1,134 @@
+package collector
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var descRE = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", help: "((?:[^"\\]|\\.)*)", unit: "[^"]*", constLabels: \{[^}]*\}, variableLabels: \{([^}]*)\}\}$`)
+
+type docRow struct{ name, kind, labels, collector, help string }
+
+// collectorOf names the collector (flag) that emits a metric, from its name.
+func collectorOf(name string) string {
+	switch {
+	case strings.HasPrefix(name, "quota_exporter_throttle_"), strings.HasPrefix(name, "quota_cpu_throttled_window_"):
+		return "throttle"
+	case strings.HasPrefix(name, "quota_exporter_malloc_"):
+		return "malloc"
+	case strings.HasPrefix(name, "quota_exporter_"):
+		return "(always)"
+	case strings.HasPrefix(name, "quota_cpu_"):
+		return "cpu"
+	case strings.HasPrefix(name, "quota_memory_"):
+		return "memory"
+	case name == "quota_process_malloc_heap_resident_bytes":
+		return "smaps"
+	case strings.HasPrefix(name, "quota_process_malloc_"), name == "quota_process_allocator_info":
+		return "malloc"
+	case strings.HasPrefix(name, "quota_process_"):
+		return "process"
+	case strings.HasPrefix(name, "quota_jvm_"):
+		return "jvm"
+	case strings.HasPrefix(name, "quota_go_"):
+		return "go"
+	}
+	return "?"
+}
+
+func kindOf(name string) string {
+	switch {
+	case strings.HasPrefix(name, "quota_cpu_throttled_window_"):
+		return "histogram"
+	case strings.HasSuffix(name, "_total"):
+		return "counter"
+	}
+	return "gauge"
+}
+
+func docRows(t testing.TB) []docRow {
+	var rows []docRow
+	for _, d := range documented {
+		m := descRE.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read %s", d)
+		}
+		labels := strings.ReplaceAll(m[3], " ", "")
+		rows = append(rows, docRow{m[1], kindOf(m[1]), labels, collectorOf(m[1]), strings.ReplaceAll(m[2], `\"`, `"`)})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
+	return rows
+}
+
+func renderMetricsDoc(rows []docRow) string {
+	var b strings.Builder
+	b.WriteString(`# Metrics
+
+Generated from the exporter's own metric descriptors by
+` + "`go test ./exporter/collector -run TestMetricsDoc -update`" + `; a test fails when this file is stale.
+
+Every per-cgroup series carries the identity labels ` + "`cgroup`" + ` (path from the hierarchy root),
+` + "`pod_uid`" + `, ` + "`container_id`" + ` (runtime-prefixed as kube-state-metrics writes it) and ` + "`qos_class`" + `;
+the last three are empty where the path does not show them. Per-process series add ` + "`process`" + ` (comm, or a
+JVM's main class / jar, made unique within a cgroup) and ` + "`runtime`" + ` (jvm, go, other). The PID appears only on
+` + "`quota_process_info`" + `. On cgroup v1 a process is attributed to its path in the **cpu** hierarchy.
+
+The source of each value (kernel file or runtime data) is in its description. Collectors are switched with
+` + "`--[no-]collector.<name>`" + `; "(always)" marks the exporter's self-metrics.
+
+| metric | type | labels | collector | description |
+| --- | --- | --- | --- | --- |
+`)
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.name, r.kind, r.labels, r.collector, strings.ReplaceAll(r.help, "|", `\|`))
+	}
+	b.WriteString(`
+With ` + "`--web.disable-exporter-metrics`" + ` unset the exporter also serves its own ` + "`go_*`" + `, ` + "`process_*`" + ` and
+` + "`promhttp_*`" + ` metrics (client_golang).
+`)
+	return b.String()
+}
+
+// TestMetricsDoc keeps docs/metrics.md equal to what the descriptors say.
+func TestMetricsDoc(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "metrics.md")
+	want := renderMetricsDoc(docRows(t))
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != want {
+		t.Errorf("docs/metrics.md is stale (go test ./exporter/collector -run TestMetricsDoc -update)")
+	}
+}
+
+// TestGoldenNamesDocumented: every family in the golden scrapes is documented (and so is
+// known to the mixin checks).
+func TestGoldenNamesDocumented(t *testing.T) {
+	known := map[string]bool{}
+	for _, r := range docRows(t) {
+		known[r.name] = true
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.golden.prom"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(b), "\n") {
+			if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+				name = strings.Fields(name)[0]
+				if !known[name] {
+					t.Errorf("%s: %s is not documented", f, name)
+				}
+			}
+		}
+	}
+	_ = prometheus.NewRegistry
+}
