@@ -91,12 +91,21 @@ func (e *ErrorCounter) Record(collector, subject string, err error) string {
 type tally struct {
 	collector string
 	errors    *ErrorCounter
+	tolerated map[string]bool
 	mu        sync.Mutex
 	byReason  map[string]int
 }
 
 func newTally(collector string, errs *ErrorCounter) *tally {
-	return &tally{collector: collector, errors: errs, byReason: map[string]int{}}
+	return &tally{collector: collector, errors: errs, byReason: map[string]int{}, tolerated: map[string]bool{"vanished": true}}
+}
+
+// newProcessTally is for per-process collectors: a process the exporter may not read
+// (no CAP_SYS_PTRACE) is a deployment state, counted and logged, not a failed collector.
+func newProcessTally(collector string, errs *ErrorCounter) *tally {
+	t := newTally(collector, errs)
+	t.tolerated["permission"] = true
+	return t
 }
 
 // add records err about subject; it returns false when err is nil.
@@ -118,7 +127,7 @@ func (t *tally) err() error {
 	var parts []string
 	n := 0
 	for r, c := range t.byReason {
-		if r == "vanished" {
+		if t.tolerated[r] {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s=%d", r, c))

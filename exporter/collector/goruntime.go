@@ -84,7 +84,7 @@ func newGoCollector(env *Env) (Collector, error) {
 }
 
 func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	t := newTally("go", c.env.Errors)
+	t := newProcessTally("go", c.env.Errors)
 	procs, _ := c.src.Processes(ctx)
 	for _, p := range procs {
 		if p.Runtime != runtimeGo {

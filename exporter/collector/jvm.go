@@ -139,7 +139,7 @@ func jvmCgroup(env *Env, cg cgroupfs.Cgroup, affinity int) jvm.CgroupCPU {
 }
 
 func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	t := newTally("jvm", c.env.Errors)
+	t := newProcessTally("jvm", c.env.Errors)
 	procs, _ := c.src.Processes(ctx)
 	alive := map[int]bool{}
 	for _, p := range procs {

@@ -74,7 +74,7 @@ func mallocState(ctx context.Context, env *Env, p *process) (mallocEntry, error)
 }
 
 func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	t := newTally("malloc", c.env.Errors)
+	t := newProcessTally("malloc", c.env.Errors)
 	procs, _ := c.src.Processes(ctx)
 	heuristic := 0
 	for _, p := range procs {

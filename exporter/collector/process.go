@@ -53,7 +53,7 @@ func newProcessCollector(env *Env) (Collector, error) {
 }
 
 func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	t := newTally("process", c.env.Errors)
+	t := newProcessTally("process", c.env.Errors)
 	procs, errs := c.src.Processes(ctx)
 	for _, err := range errs {
 		t.add("process", err)

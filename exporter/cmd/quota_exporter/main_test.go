@@ -122,6 +122,8 @@ func TestExporterOnThisHost(t *testing.T) {
 		`quota_exporter_build_info{`, `version="9.9.9-test"`,
 		`quota_cpu_usage_seconds_total{cgroup="/"`,
 		`quota_exporter_scrape_collector_success{collector="cpu"} 1`,
+		`quota_exporter_scrape_collector_success{collector="malloc"} 1`,
+		`quota_exporter_scrape_collector_success{collector="go"} 1`,
 		`quota_exporter_scrape_collector_success{collector="memory"} 1`,
 		`go_goroutines `,
 	} {
@@ -168,4 +170,35 @@ func TestPermissionDenied(t *testing.T) {
 		t.Error("series of the unreadable cgroup exported")
 	}
 	fmt.Fprint(io.Discard, body)
+}
+
+// Without CAP_SYS_PTRACE the runtime collectors cannot read other users' exe, environ or mem:
+// each denial is counted and the cgroup series and every collector keep working.
+func TestRuntimeCollectorsUnprivileged(t *testing.T) {
+	testutil.RequireRoot(t)
+	setpriv := testutil.LookPath(t, "setpriv")
+	bin := buildExporter(t)
+	// A root-owned Go process the unprivileged exporter may list but not inspect.
+	target := exec.Command(bin, "--web.listen-address="+freeAddr(t), "--no-collector.process", "--no-collector.go",
+		"--no-collector.jvm", "--no-collector.malloc", "--no-collector.smaps")
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = target.Process.Kill(); _ = target.Wait() })
+	addr := startExporter(t, []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"}, bin,
+		"--process.min-resident=1MiB", "--no-collector.throttle")
+	time.Sleep(500 * time.Millisecond)
+	body := get(t, "http://"+addr+"/metrics")
+	for _, want := range []string{
+		`quota_exporter_read_errors_total{collector="process",reason="permission"}`,
+		`quota_exporter_scrape_collector_success{collector="process"} 1`,
+		`quota_exporter_scrape_collector_success{collector="cpu"} 1`,
+		`quota_exporter_scrape_collector_success{collector="malloc"} 1`,
+		`quota_exporter_scrape_collector_success{collector="go"} 1`,
+		`quota_cpu_usage_seconds_total{cgroup="/"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 }
