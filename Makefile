@@ -18,7 +18,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run test test-unit test-mixin lint bench mixin tools deps-apt fuzz clean
+.PHONY: all build run test test-unit test-mixin test-examples test-e2e lint bench mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
@@ -29,15 +29,45 @@ build:
 run: build
 	./$(BIN) $(ARGS)
 
-# Every test: lint, the exporter's unit and real-system tests, the mixin checks.
-test: lint deps-apt tools test-unit test-mixin
+# Every test: lint, the exporter's unit and real-system tests, the mixin checks, the deployment
+# examples, and the end-to-end test (workloads, exporter, Prometheus, Alertmanager; root).
+test: lint deps-apt tools test-unit test-mixin test-examples test-e2e
 
 test-unit: build
 	$(GOTEST) ./...
 
 # Mixin and dashboard checks (rendered output up to date, promtool, PromQL parsing, Grafana types).
 test-mixin:
-	@echo "mixin checks: not yet wired"
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && mkdir -p $$tmp/dashboards $$tmp/alerts && \
+	  $(TOOLS) jsonnet -m $$tmp/dashboards mixin/render/dashboards.jsonnet >/dev/null && \
+	  $(TOOLS) jsonnet -S mixin/render/alerts.jsonnet >$$tmp/alerts/quota-alerts.yaml && \
+	  $(TOOLS) jsonnet -S mixin/render/rules.jsonnet >$$tmp/alerts/quota-rules.yaml && \
+	  diff -r dashboards $$tmp/dashboards && diff alerts/quota-alerts.yaml $$tmp/alerts/quota-alerts.yaml && \
+	  diff alerts/quota-rules.yaml $$tmp/alerts/quota-rules.yaml || { echo "rendered mixin is stale: run make mixin"; exit 1; }
+	$(TOOLS) jsonnetfmt --test $$(find mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort) || { echo "jsonnetfmt would change the files above"; exit 1; }
+	@for f in $$(find mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort); do $(TOOLS) jsonnet-lint $$f || exit 1; done
+	$(TOOLS) promtool check rules alerts/quota-rules.yaml alerts/quota-alerts.yaml
+	$(TOOLS) promtool test rules mixin/tests/alerts_test.yaml
+	cd test && $(GO) test -count=1 ./mixin/
+
+# Deployment-example checks: Kubernetes manifests decoded strictly, compose file, configs.
+test-examples:
+	cd test && $(GOTEST) ./examples/...
+
+# The seed scenarios in real cgroups, scraped by a real Prometheus, paged through a real
+# Alertmanager (root; fails on CI without it).
+test-e2e: build
+	cd test && $(GOTEST) ./e2e/...
+
+# Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
+examples: mixin
+	cd test && $(GO) run ./examples/cmd/genk8s -root ..
+
+# The seed scenarios live on this host (root): workloads, exporter, Prometheus, Alertmanager on
+# loopback; streams alerts; Ctrl-C or DEMO_DURATION stops and cleans up.
+DEMO_DURATION ?= 0
+demo: build tools
+	cd test && $(GO) run ./e2e/cmd/demo -root .. -duration $(DEMO_DURATION)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -49,7 +79,10 @@ bench:
 
 # Renders dashboards/*.json and alerts/*.yaml from mixin/.
 mixin:
-	@echo "mixin rendering: not yet wired"
+	rm -f dashboards/*.json
+	$(TOOLS) jsonnet -m dashboards mixin/render/dashboards.jsonnet
+	$(TOOLS) jsonnet -S mixin/render/alerts.jsonnet >alerts/quota-alerts.yaml
+	$(TOOLS) jsonnet -S mixin/render/rules.jsonnet >alerts/quota-rules.yaml
 
 # Pinned Go tools (jsonnet, promtool, prometheus, alertmanager), built once into the Go cache.
 tools:

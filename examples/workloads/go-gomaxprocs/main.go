@@ -1,0 +1,68 @@
+// Command go-gomaxprocs reproduces seed 004: a Go service whose GOMAXPROCS (16 here, the host's
+// CPU count in the field report) is far above its 0.5-core quota. It allocates continuously,
+// so the garbage collector runs often with 16 Ps worth of workers; they exhaust the quota
+// within a period and stop-the-world pauses stretch from microseconds to tens of
+// milliseconds. Run with GOMAXPROCS=16 in a cgroup with a 0.5-core quota.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"time"
+)
+
+func main() {
+	workers := flag.Int("workers", 16, "allocating goroutines")
+	flag.Parse()
+	fmt.Printf("go-gomaxprocs: runtime.GOMAXPROCS(0) = %d, NumCPU = %d, %d allocating goroutines\n",
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), *workers)
+	for i := 0; i < *workers; i++ {
+		go allocate()
+	}
+	for range time.Tick(10 * time.Second) {
+		fmt.Printf("go-gomaxprocs: GOMAXPROCS %d, goroutines %d, GC stop-the-world p99 %s, max %s\n",
+			runtime.GOMAXPROCS(0), runtime.NumGoroutine(), pauseQuantile(0.99), pauseQuantile(1))
+	}
+}
+
+// allocate serves a steady stream of "requests", each allocating 64 KiB in small objects and
+// keeping one of them for a while, like a service building and caching responses.
+func allocate() {
+	keep := make([][]byte, 1024)
+	for i := 0; ; i++ {
+		var req [][]byte
+		for j := 0; j < 64; j++ {
+			req = append(req, make([]byte, 512+(i+j)%1024))
+		}
+		keep[i%len(keep)] = req[i%len(req)]
+		time.Sleep(3 * time.Millisecond)
+	}
+}
+
+// pauseQuantile reads the runtime's stop-the-world pause histogram (all pauses since start).
+func pauseQuantile(q float64) time.Duration {
+	s := []metrics.Sample{{Name: "/sched/pauses/total/gc:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	h := s[0].Value.Float64Histogram()
+	var total uint64
+	for _, c := range h.Counts {
+		total += c
+	}
+	if total == 0 {
+		return 0
+	}
+	target := uint64(q * float64(total))
+	var seen uint64
+	for i, c := range h.Counts {
+		seen += c
+		if seen >= target && c > 0 {
+			return time.Duration(h.Buckets[i+1] * float64(time.Second))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# run.sh start|stop|status|build [scenario...]
+#
+# Builds the demo workloads and runs each one in its own cgroup with its own CPU quota (and a
+# memory limit where it matters), so that the five field reports in ../../shared/seeds happen
+# for real on this host. Needs root. Without scenario names it acts on all of them.
+#
+#   cgroup v1: /sys/fs/cgroup/{cpu,cpuacct,memory}/quota-demo/<scenario>
+#   cgroup v2: <cgroup2 mount>/quota-demo/<scenario>, when a cgroup2 mount has the cpu controller
+#
+# start is idempotent (a running scenario is left alone, leftovers of a failed run are cleaned
+# first) and a scenario that fails to start is removed again; stop kills what runs in the
+# cgroups and removes them, whether or not start completed.
+#
+# Environment: QUOTA_DEMO_DIR (build output, logs and pid files; default /tmp/quota-demo),
+# QUOTA_US_<scenario, '-' as '_'> overrides a scenario's quota in µs per 100 ms period, e.g.
+# QUOTA_US_jvm_gc_storm=300000 for the 3-core quota of the LinkedIn case on a bigger host.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+STATE=${QUOTA_DEMO_DIR:-/tmp/quota-demo}
+BUILD=$STATE/build
+LOGS=$STATE/logs
+PIDS=$STATE/pids
+V1=/sys/fs/cgroup
+V1_CONTROLLERS=(cpu cpuacct memory)
+PARENT=quota-demo
+PERIOD_US=100000
+
+ALL=(jvm-gc-storm jvm-warmup go-gomaxprocs rss-creep rss-creep-control kernel-contention jvm-healthy go-healthy)
+
+log() { printf 'run.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# spec NAME sets QUOTA_US, MEM_LIMIT (bytes, 0 = none) and CMD (the workload's command line).
+spec() {
+	local name=$1
+	MEM_LIMIT=0
+	case $name in
+	jvm-gc-storm) # seed 000: 18 parallel GC threads in a 1-core quota
+		QUOTA_US=100000 MEM_LIMIT=$((512 << 20))
+		CMD=(java -XX:ActiveProcessorCount=24 -XX:+UseParallelGC -Xms96m -Xmx96m
+			"-Xlog:gc:file=$LOGS/jvm-gc-storm.gc.log" -cp "$BUILD/java/gc-storm" GcStorm 2) ;;
+	jvm-warmup) # seed 001: JIT-heavy first minute in a 1-core quota, quiet later
+		QUOTA_US=100000 MEM_LIMIT=$((512 << 20))
+		CMD=(java -Xms128m -Xmx128m -cp "$BUILD/java/warmup" Warmup 4) ;;
+	go-gomaxprocs) # seed 004: GOMAXPROCS=16 under a 0.5-core quota
+		QUOTA_US=50000 MEM_LIMIT=$((512 << 20))
+		CMD=(env GOMAXPROCS=16 "$BUILD/go-gomaxprocs") ;;
+	rss-creep) # seed 003: glibc arenas grow with threads (default limit: 8 x host CPUs)
+		QUOTA_US=100000 MEM_LIMIT=$((2 << 30))
+		CMD=(env -u MALLOC_ARENA_MAX -u GLIBC_TUNABLES "$BUILD/rss_creep" 32 256) ;;
+	rss-creep-control) # seed 003's fix: the same program with two arenas
+		QUOTA_US=100000 MEM_LIMIT=$((2 << 30))
+		CMD=(env -u GLIBC_TUNABLES MALLOC_ARENA_MAX=2 "$BUILD/rss_creep" 32 256) ;;
+	kernel-contention) # seed 002: threads contending on one file's kernel lock under quota
+		QUOTA_US=100000 MEM_LIMIT=$((256 << 20))
+		CMD=("$BUILD/kernel_contention" "$BUILD/shared.dat" 32) ;;
+	jvm-healthy) # control: GC/JIT threads sized to the 2-core quota, light load
+		QUOTA_US=200000 MEM_LIMIT=$((512 << 20))
+		CMD=(java -XX:ActiveProcessorCount=2 -XX:ParallelGCThreads=2 -XX:+UseParallelGC -Xmx128m
+			-cp "$BUILD/java/healthy" Healthy 20) ;;
+	go-healthy) # control: GOMAXPROCS=2 on a 2-core quota, light load
+		QUOTA_US=200000 MEM_LIMIT=$((512 << 20))
+		CMD=(env GOMAXPROCS=2 "$BUILD/go-healthy" -rate 20) ;;
+	*) die "unknown scenario '$name' (known: ${ALL[*]})" ;;
+	esac
+	local override="QUOTA_US_${name//-/_}"
+	QUOTA_US=${!override:-$QUOTA_US}
+}
+
+# stale OUT SRC... is true when OUT is missing or older than any SRC.
+stale() {
+	local out=$1 src
+	shift
+	[[ -e $out ]] || return 0
+	for src in "$@"; do [[ $src -nt $out ]] && return 0; done
+	return 1
+}
+
+build() {
+	local name=$1 w=$HERE
+	mkdir -p "$BUILD" "$LOGS" "$PIDS"
+	case $name in
+	jvm-gc-storm)
+		stale "$BUILD/java/gc-storm/GcStorm.class" "$w/jvm-gc-storm/GcStorm.java" &&
+			javac -d "$BUILD/java/gc-storm" "$w/jvm-gc-storm/GcStorm.java" ;;
+	jvm-warmup)
+		if stale "$BUILD/java/warmup/Warmup.class" "$w/jvm-warmup/Warmup.java" "$w/jvm-warmup/GenHot.java"; then
+			rm -rf "$BUILD/warmup-src" "$BUILD/java/warmup"
+			java "$w/jvm-warmup/GenHot.java" "$BUILD/warmup-src" 6000
+			javac -d "$BUILD/java/warmup" "$BUILD"/warmup-src/*.java "$w/jvm-warmup/Warmup.java"
+		fi ;;
+	jvm-healthy)
+		stale "$BUILD/java/healthy/Healthy.class" "$w/jvm-healthy/Healthy.java" &&
+			javac -d "$BUILD/java/healthy" "$w/jvm-healthy/Healthy.java" ;;
+	go-gomaxprocs | go-healthy)
+		# Each program is its own module (go-gomaxprocs says "go 1.24": not container-aware).
+		(cd "$w/$name" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath -o "$BUILD/$name" .) ;;
+	rss-creep | rss-creep-control)
+		stale "$BUILD/rss_creep" "$w/rss-creep/rss_creep.c" &&
+			gcc -O2 -Wall -pthread -o "$BUILD/rss_creep" "$w/rss-creep/rss_creep.c" ;;
+	kernel-contention)
+		stale "$BUILD/kernel_contention" "$w/kernel-contention/kernel_contention.c" &&
+			gcc -O2 -Wall -pthread -o "$BUILD/kernel_contention" "$w/kernel-contention/kernel_contention.c"
+		[[ -s $BUILD/shared.dat ]] || head -c 4096 /dev/urandom >"$BUILD/shared.dat" ;;
+	esac
+	return 0
+}
+
+# v2_mount prints the first cgroup2 mount whose root offers the cpu controller, if any.
+v2_mount() {
+	local m
+	for m in $(awk '$3 == "cgroup2" { print $2 }' /proc/mounts); do
+		if grep -qw cpu "$m/cgroup.controllers" 2>/dev/null; then
+			echo "$m"
+			return
+		fi
+	done
+}
+
+# dirs NAME prints every cgroup directory of a scenario (existing or to be created).
+dirs() {
+	local c v2
+	for c in "${V1_CONTROLLERS[@]}"; do
+		[[ -e $V1/$c/cgroup.procs && ! -e $V1/$c/cgroup.subtree_control ]] && echo "$V1/$c/$PARENT/$1"
+	done
+	v2=$(v2_mount)
+	if [[ -n $v2 ]]; then echo "$v2/$PARENT/$1"; fi
+	return 0
+}
+
+procs() { # PIDs in a scenario's cgroups, deduplicated
+	local d
+	for d in $(dirs "$1"); do cat "$d/cgroup.procs" 2>/dev/null || true; done | sort -un
+}
+
+running() {
+	local pid
+	[[ -f $PIDS/$1.pid ]] || return 1
+	pid=$(<"$PIDS/$1.pid")
+	kill -0 "$pid" 2>/dev/null && procs "$1" | grep -qx "$pid"
+}
+
+create_cgroups() {
+	local name=$1 d v2
+	spec "$name"
+	for d in $(dirs "$name"); do mkdir -p "$d"; done
+	v2=$(v2_mount)
+	if [[ -n $v2 ]]; then
+		# v2: controllers must be enabled top-down before the leaf gets cpu.max/memory.max.
+		local ctl=+cpu
+		grep -qw memory "$v2/cgroup.controllers" && ctl="+cpu +memory"
+		echo "$ctl" >"$v2/cgroup.subtree_control"
+		echo "$ctl" >"$v2/$PARENT/cgroup.subtree_control"
+		echo "$QUOTA_US $PERIOD_US" >"$v2/$PARENT/$name/cpu.max"
+		if ((MEM_LIMIT > 0)) && [[ -e $v2/$PARENT/$name/memory.max ]]; then
+			echo "$MEM_LIMIT" >"$v2/$PARENT/$name/memory.max"
+		fi
+	fi
+	if [[ -d $V1/cpu/$PARENT/$name ]]; then
+		echo "$PERIOD_US" >"$V1/cpu/$PARENT/$name/cpu.cfs_period_us"
+		echo "$QUOTA_US" >"$V1/cpu/$PARENT/$name/cpu.cfs_quota_us"
+	fi
+	if ((MEM_LIMIT > 0)) && [[ -d $V1/memory/$PARENT/$name ]]; then
+		echo "$MEM_LIMIT" >"$V1/memory/$PARENT/$name/memory.limit_in_bytes"
+	fi
+}
+
+start_one() {
+	local name=$1 pid procfiles="" d
+	if running "$name"; then
+		log "$name: already running (pid $(<"$PIDS/$name.pid"))"
+		return 0
+	fi
+	stop_one "$name" quiet # leftovers of an earlier, partial run
+	build "$name" || { log "$name: build failed"; return 1; }
+	create_cgroups "$name" || { log "$name: cannot create cgroups"; stop_one "$name" quiet; return 1; }
+	spec "$name"
+	for d in $(dirs "$name"); do procfiles+=" $d/cgroup.procs"; done
+	# The shell joins every cgroup first and then execs the workload, so nothing runs outside
+	# the quota; setsid keeps the workloads alive after this script (and its terminal) exits.
+	QD_PROCS=$procfiles setsid /bin/sh -c \
+		'for f in $QD_PROCS; do echo $$ >"$f" || exit 111; done; exec "$@"' sh "${CMD[@]}" \
+		>"$LOGS/$name.log" 2>&1 </dev/null &
+	pid=$!
+	echo "$pid" >"$PIDS/$name.pid"
+	sleep 0.5
+	if ! running "$name"; then
+		log "$name: did not stay up; last lines of $LOGS/$name.log:"
+		tail -n 5 "$LOGS/$name.log" >&2 || true
+		stop_one "$name" quiet
+		return 1
+	fi
+	log "$name: pid $pid, quota ${QUOTA_US}us/${PERIOD_US}us, log $LOGS/$name.log"
+}
+
+stop_one() {
+	local name=$1 quiet=${2:-} pids d i
+	# Only processes inside our own cgroups are signalled: a recorded pid may have been reused.
+	pids=$(procs "$name")
+	if [[ -n $pids ]]; then
+		kill -TERM $pids 2>/dev/null || true
+		for i in $(seq 50); do
+			[[ -z $(procs "$name") ]] && break
+			sleep 0.1
+		done
+		kill -KILL $(procs "$name") 2>/dev/null || true
+	fi
+	for d in $(dirs "$name"); do
+		[[ -d $d ]] || continue
+		for i in $(seq 50); do
+			rmdir "$d" 2>/dev/null && break
+			kill -KILL $(cat "$d/cgroup.procs" 2>/dev/null) 2>/dev/null || true
+			sleep 0.1
+		done
+		[[ -d $d ]] && log "$name: could not remove $d"
+	done
+	rm -f "$PIDS/$name.pid"
+	[[ -z $quiet ]] && log "$name: stopped"
+	return 0
+}
+
+remove_parents() {
+	local d
+	for d in $(dirs x); do rmdir "$(dirname "$d")" 2>/dev/null || true; done
+}
+
+# kv FILE KEY prints KEY's value from a "key value" file, or - when absent.
+kv() { awk -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print "-" }' "$1" 2>/dev/null || echo -; }
+
+status() {
+	printf '%-18s %-8s %-7s %10s %12s %14s %10s %10s %10s\n' scenario pid quota nr_periods nr_throttled throttled_s user_s system_s mem_MiB
+	local name pid cpu acct mem q
+	for name in "$@"; do
+		spec "$name"
+		pid=-
+		running "$name" && pid=$(<"$PIDS/$name.pid")
+		cpu=$V1/cpu/$PARENT/$name acct=$V1/cpuacct/$PARENT/$name mem=$V1/memory/$PARENT/$name
+		if [[ ! -d $cpu ]]; then
+			local v2
+			v2=$(v2_mount)
+			[[ -n $v2 && -d $v2/$PARENT/$name ]] || { printf '%-18s %-8s (no cgroup)\n' "$name" "$pid"; continue; }
+			local s=$v2/$PARENT/$name/cpu.stat
+			printf '%-18s %-8s %-7s %10s %12s %14s %10s %10s %10s\n' "$name" "$pid" "$(cut -d' ' -f1 "$v2/$PARENT/$name/cpu.max")" \
+				"$(kv "$s" nr_periods)" "$(kv "$s" nr_throttled)" "$(awk '$1=="throttled_usec"{printf "%.1f", $2/1e6}' "$s")" \
+				"$(awk '$1=="user_usec"{printf "%.1f", $2/1e6}' "$s")" "$(awk '$1=="system_usec"{printf "%.1f", $2/1e6}' "$s")" \
+				"$(( $(cat "$v2/$PARENT/$name/memory.current" 2>/dev/null || echo 0) >> 20 ))"
+			continue
+		fi
+		q=$(cat "$cpu/cpu.cfs_quota_us")
+		printf '%-18s %-8s %-7s %10s %12s %14s %10s %10s %10s\n' "$name" "$pid" "$q" \
+			"$(kv "$cpu/cpu.stat" nr_periods)" "$(kv "$cpu/cpu.stat" nr_throttled)" \
+			"$(awk '$1=="throttled_time"{printf "%.1f", $2/1e9}' "$cpu/cpu.stat")" \
+			"$(awk '$1=="user"{printf "%.1f", $2/100}' "$acct/cpuacct.stat" 2>/dev/null)" \
+			"$(awk '$1=="system"{printf "%.1f", $2/100}' "$acct/cpuacct.stat" 2>/dev/null)" \
+			"$(( $(cat "$mem/memory.usage_in_bytes" 2>/dev/null || echo 0) >> 20 ))"
+	done
+}
+
+main() {
+	local cmd=${1:-}
+	[[ -n $cmd ]] || die "usage: $0 start|stop|status|build [scenario...]"
+	shift
+	local names=("$@")
+	((${#names[@]})) || names=("${ALL[@]}")
+	local n
+	for n in "${names[@]}"; do spec "$n"; done # reject unknown names before doing anything
+	case $cmd in
+	start)
+		[[ $(id -u) == 0 ]] || die "start needs root (it creates cgroups)"
+		local failed=0
+		for n in "${names[@]}"; do start_one "$n" || failed=1; done
+		return $failed ;;
+	stop)
+		[[ $(id -u) == 0 ]] || die "stop needs root"
+		for n in "${names[@]}"; do stop_one "$n"; done
+		remove_parents ;;
+	status) status "${names[@]}" ;;
+	build) for n in "${names[@]}"; do build "$n"; done ;;
+	*) die "unknown command '$cmd' (start|stop|status|build)" ;;
+	esac
+}
+
+main "$@"

@@ -1,0 +1,145 @@
+// CPU throttling and warm-up: usage against the limit, throttled share, the per-second
+// histogram, process age and JIT compilation next to throttling.
+local g = import '../lib/g.libsonnet';
+local utils = import '../lib/utils.libsonnet';
+local common = import 'common.libsonnet';
+
+{
+  new(c)::
+    local d = common.new(c);
+    local s = d.cgroupSel;
+    local by = d.cgroupBy;
+    local warmup = utils.seconds(c.warmupWindow);
+
+    d.dashboard(
+      'quota-cpu-throttling.json',
+      'CPU throttling and warm-up',
+      'CFS throttling per cgroup: usage against the limit, share of periods throttled, per-second stalls, and '
+      + 'throttling as a function of process age (warm-up, JIT).',
+      [
+        common.row('Usage and throttling'),
+        common.timeSeries(
+          'CPU usage against the limit',
+          'short',
+          'CPU cores used by the cgroup (user + system) and its CFS limit (quota / period, dashed). Usage near the '
+          + 'limit on average means the cgroup is throttled in bursts.',
+          [
+            ['sum by (%s) (rate(quota_cpu_usage_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} used'],
+            ['max by (%s) (quota_cpu_limit_cores{%s})' % [by, s], '{{cgroup}} limit'],
+          ],
+        ) + common.limitsDashed,
+        common.timeSeries(
+          'Throttled share of CFS periods',
+          'percentunit',
+          'nr_throttled / nr_periods: the share of 100 ms periods in which the cgroup ran out of quota and every '
+          + 'thread waited for the next period. This, not throttled seconds, is the stall signal.',
+          [[
+            'sum by (%(by)s) (rate(quota_cpu_throttled_periods_total{%(s)s}[$__rate_interval]))\n/\nsum by (%(by)s) (rate(quota_cpu_periods_total{%(s)s}[$__rate_interval]))'
+            % { by: by, s: s },
+            '{{cgroup}}',
+          ]],
+        ),
+        common.timeSeries(
+          'JIT compilation (JVM)',
+          'short',
+          'CPU cores used by the JVM JIT compiler threads. During warm-up it competes with requests for the quota; '
+          + 'compare with the throttled share next to it.',
+          [['sum by (%s, process) (rate(quota_jvm_jit_compilation_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}}']],
+        ),
+        common.timeSeries(
+          'Stalled seconds',
+          's',
+          "Seconds, per interval, in which more than half of the CFS periods were throttled, from the exporter's "
+          + 'per-second sampler: short freezes that a 5-minute average spreads thin.',
+          [[
+            'sum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_count{%(s)s}[$__rate_interval]))\n-\nsum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, le="0.5"}[$__rate_interval]))'
+            % { by: by, s: s },
+            '{{cgroup}}',
+          ]],
+        ),
+        g.panel.heatmap.new('Per-second throttled share')
+        + g.panel.heatmap.standardOptions.withUnit('s')
+        + g.panel.heatmap.options.yAxis.withUnit('percentunit')
+        + g.panel.heatmap.options.cellValues.withUnit('s')
+        + g.panel.heatmap.panelOptions.withDescription(
+          'Distribution of the per-second share of throttled periods (quota_cpu_throttled_window_ratio) over the '
+          + 'selected cgroups: each cell counts seconds. Mass in the top rows means seconds in which the cgroup was '
+          + 'frozen for most of every period.'
+        )
+        + g.panel.heatmap.queryOptions.withTargets([
+          g.query.prometheus.new('${datasource}', 'sum by (le) (increase(quota_cpu_throttled_window_ratio_bucket{%s}[$__rate_interval]))' % s)
+          + g.query.prometheus.withLegendFormat('{{le}}')
+          + g.query.prometheus.withFormat('heatmap'),
+        ]),
+        common.timeSeries(
+          'Throttled time per second (summed over CPUs)',
+          's',
+          "throttled_time rate: summed over the CPUs the cgroup's threads waited on, so it exceeds 1 s/s when many "
+          + 'threads are throttled at once (seed report: 3.5 s in one wall-clock second).',
+          [['sum by (%s) (rate(quota_cpu_throttled_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}}']],
+        ),
+
+        common.row('Warm-up'),
+        common.timeSeries(
+          'Process age',
+          's',
+          'Time since each process started. Throttling while the age is below the warm-up window ('
+          + c.warmupWindow + ') is warm-up throttling (JIT, class loading, cache fill); the shaded annotations mark '
+          + 'each warm-up window.',
+          [['time() - quota_process_start_time_seconds{%s}' % s, '{{cgroup}} {{process}} ({{runtime}})']],
+        ),
+        common.timeSeries(
+          'CPU usage by mode',
+          'short',
+          'User and system CPU cores per cgroup. System time dominating a throttled cgroup points to kernel '
+          + 'contention (see QuotaHighSystemCPUUnderQuota).',
+          [['sum by (%s, mode) (rate(quota_cpu_usage_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{mode}}']],
+        ) + g.panel.timeSeries.fieldConfig.defaults.custom.withStacking('normal'),
+        common.table(
+          'CPU settings and QoS class',
+          'The CFS limit, period, burst allowance, weight (shares) and cpuset size of each cgroup, with its '
+          + 'Kubernetes QoS class. Guaranteed (request = limit) pods cannot burst during warm-up; Burstable pods '
+          + 'with limit above request can.',
+          [
+            ['Limit (cores)', 'max by (%s, qos_class) (quota_cpu_limit_cores{%s})' % [by, s], 'short'],
+            ['Period', 'max by (%s, qos_class) (quota_cpu_period_seconds{%s})' % [by, s], 's'],
+            ['Burst (cores)', 'max by (%s, qos_class) (quota_cpu_burst_limit_cores{%s})' % [by, s], 'short'],
+            ['Weight', 'max by (%s, qos_class) (quota_cpu_weight{%s})' % [by, s], 'short'],
+            ['cpuset CPUs', 'max by (%s, qos_class) (quota_cpu_cpuset_cpus{%s})' % [by, s], 'short'],
+          ],
+          'Limit (cores)',
+          width=12,
+          height=8,
+        ),
+        common.timeSeries(
+          'CPU pressure (PSI)',
+          'percentunit',
+          'Share of wall time in which some (waiting) or all (stalled) runnable tasks of the cgroup waited for a '
+          + 'CPU (cgroup v2 cpu.pressure).',
+          [
+            ['sum by (%s) (rate(quota_cpu_pressure_waiting_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} some'],
+            ['sum by (%s) (rate(quota_cpu_pressure_stalled_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} full'],
+          ],
+        ),
+        common.timeSeries(
+          'CFS burst used',
+          'short',
+          'CPU cores used above the quota from the burst allowance (cpu.max.burst), which absorbs short spikes '
+          + 'without throttling.',
+          [['sum by (%s) (rate(quota_cpu_burst_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}}']],
+        ),
+      ],
+      annotations=[
+        g.dashboard.annotation.new(
+          'Warm-up windows',
+          'max by (%s, process) (time() - quota_process_start_time_seconds{%s} < %d)' % [by, s, warmup],
+          'rgba(255, 152, 48, 0.4)'
+        ),
+        g.dashboard.annotation.new(
+          'Process restarts',
+          'changes(quota_process_start_time_seconds{%s}[$__rate_interval]) > 0' % s,
+          'red'
+        ),
+      ],
+    ),
+}

@@ -1,0 +1,115 @@
+// Memory and RSS creep: RSS and working set against the limit with the predict_linear
+// projection, glibc arenas, allocator, JVM heap against RSS, OOM kills.
+local g = import '../lib/g.libsonnet';
+local utils = import '../lib/utils.libsonnet';
+local common = import 'common.libsonnet';
+
+{
+  new(c)::
+    local d = common.new(c);
+    local s = d.cgroupSel;
+    local by = d.cgroupBy;
+    local horizon = utils.seconds(c.rssCreepHorizon);
+
+    d.dashboard(
+      'quota-memory.json',
+      'Memory and RSS creep',
+      'Resident memory against the memory limit with its linear projection, glibc malloc arenas, the allocator, '
+      + 'JVM heap against RSS, and OOM kills.',
+      [
+        common.row('Cgroups'),
+        common.timeSeries(
+          'Working set and RSS against the limit',
+          'bytes',
+          'Working set (usage minus inactive file cache, what the OOM killer and the kubelet look at), RSS, the '
+          + 'memory limit (dashed) and the working set projected ' + c.rssCreepHorizon + ' ahead by predict_linear '
+          + 'over ' + c.rssCreepLookback + '.',
+          [
+            ['max by (%s) (quota_memory_working_set_bytes{%s})' % [by, s], '{{cgroup}} working set'],
+            ['max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], '{{cgroup}} RSS'],
+            ['max by (%s) (predict_linear(quota_memory_working_set_bytes{%s}[%s], %d))' % [by, s, c.rssCreepLookback, horizon], '{{cgroup}} projected in ' + c.rssCreepHorizon],
+            ['max by (%s) (quota_memory_limit_bytes{%s})' % [by, s], '{{cgroup}} limit'],
+          ],
+        ) + common.limitsDashed,
+        common.timeSeries(
+          'OOM kills',
+          'short',
+          'Processes killed by the OOM killer in the cgroup per interval.',
+          [['sum by (%s) (increase(quota_memory_oom_kills_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}}']],
+        ) + g.panel.timeSeries.fieldConfig.defaults.custom.withDrawStyle('bars'),
+        common.timeSeries(
+          'RSS / memory limit',
+          'percentunit',
+          'Resident memory against the memory limit; cgroups without a limit are absent.',
+          [['max by (%s) (quota_memory_rss_bytes{%s} / quota_memory_limit_bytes{%s})' % [by, s, s], '{{cgroup}}']],
+        ),
+        common.timeSeries(
+          'Memory pressure (PSI) and page cache',
+          'percentunit',
+          'Share of wall time in which some or all tasks of the cgroup waited for memory (reclaim, swap-in).',
+          [
+            ['sum by (%s) (rate(quota_memory_pressure_waiting_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} some'],
+            ['sum by (%s) (rate(quota_memory_pressure_stalled_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} full'],
+          ],
+        ),
+
+        common.row('Processes'),
+        common.timeSeries(
+          'Process RSS and its projection',
+          'bytes',
+          'Resident memory per process, its predict_linear projection ' + c.rssCreepHorizon + ' ahead (from '
+          + c.rssCreepLookback + ' of history) and the cgroup memory limit (dashed). A steady climb that crosses the '
+          + 'limit is what QuotaProcessRSSCreep alerts on.',
+          [
+            ['quota_process_resident_bytes{%s}' % s, '{{cgroup}} {{process}} RSS'],
+            ['predict_linear(quota_process_resident_bytes{%s}[%s], %d)' % [s, c.rssCreepLookback, horizon], '{{cgroup}} {{process}} projected in ' + c.rssCreepHorizon],
+            ['max by (%s) (quota_memory_limit_bytes{%s} and %s quota_process_resident_bytes{%s})' % [by, s, d.cgroupJoin, s], '{{cgroup}} limit'],
+          ],
+        ) + common.limitsDashed,
+        common.timeSeries(
+          'JVM heap against RSS',
+          'bytes',
+          'JVM heap committed and used, metaspace, and native memory (RSS minus committed heap). Flat heap with '
+          + 'growing native memory points to malloc arenas, direct buffers or thread stacks (seed report: arenas).',
+          [
+            ['quota_process_resident_bytes{%s, runtime="jvm"}' % s, '{{cgroup}} {{process}} RSS'],
+            ['quota_jvm_heap_committed_bytes{%s}' % s, '{{cgroup}} {{process}} heap committed'],
+            ['quota_jvm_heap_used_bytes{%s}' % s, '{{cgroup}} {{process}} heap used'],
+            ['quota_jvm_metaspace_used_bytes{%s}' % s, '{{cgroup}} {{process}} metaspace'],
+            ['quota_process_resident_bytes{%s, runtime="jvm"} - quota_jvm_heap_committed_bytes{%s}' % [s, s], '{{cgroup}} {{process}} native (RSS - heap)'],
+          ],
+        ),
+        common.timeSeries(
+          'glibc malloc arenas',
+          'short',
+          'glibc arenas and arena heaps (64 MiB each on 64-bit) per process, with the arena limit '
+          + '(M_ARENA_MAX, default 8 per host CPU). Seed report: many 64 MiB heaps drove RSS to the OOM killer.',
+          [
+            ['quota_process_malloc_arenas{%s}' % s, '{{cgroup}} {{process}} arenas'],
+            ['quota_process_malloc_heaps{%s}' % s, '{{cgroup}} {{process}} heaps'],
+            ['quota_process_malloc_arena_limit{%s}' % s, '{{cgroup}} {{process}} arena limit'],
+          ],
+        ) + common.limitsDashed,
+        common.timeSeries(
+          'Arena heaps resident',
+          'bytes',
+          'Resident memory in glibc arena heaps (non-main arenas) per process, and its share of RSS on the right '
+          + 'of the legend (process:quota_process_malloc_heap_resident_bytes:ratio).',
+          [
+            ['quota_process_malloc_heap_resident_bytes{%s}' % s, '{{cgroup}} {{process}}'],
+          ],
+        ),
+        common.table(
+          'Allocators',
+          'The malloc implementation each process uses (glibc, jemalloc, tcmalloc) and the share of its RSS in '
+          + 'glibc arena heaps.',
+          [
+            [null, 'max by (%s, process, allocator) (quota_process_allocator_info{%s})' % [by, s], 'short'],
+            ['RSS', 'max by (%s, process) (quota_process_resident_bytes{%s})' % [by, s], 'bytes'],
+            ['Arena heaps / RSS', 'max by (%s, process) (process:quota_process_malloc_heap_resident_bytes:ratio{%s})' % [by, s], 'percentunit'],
+          ],
+          'RSS',
+        ),
+      ],
+    ),
+}

@@ -1,0 +1,135 @@
+// Runtime pauses: JVM safepoints, GC pauses and threads, Go GOMAXPROCS, against the CPU limit.
+local common = import 'common.libsonnet';
+
+{
+  new(c)::
+    local d = common.new(c);
+    local s = d.cgroupSel;
+    local by = d.cgroupBy;
+    // The CPU limit of cgroups that run a JVM / a Go program.
+    local limitOf(metric) =
+      'max by (%s) (quota_cpu_limit_cores{%s} and %s %s{%s})' % [by, s, d.cgroupJoin, metric, s];
+
+    d.dashboard(
+      'quota-runtime-pauses.json',
+      'Runtime pauses',
+      'Stop-the-world inflation under CPU quotas: JVM safepoints, GC pauses and thread counts, Go GOMAXPROCS and '
+      + 'threads, against the CPU limit.',
+      [
+        common.row('JVM'),
+        common.timeSeries(
+          'Safepoint time and time-to-safepoint',
+          'percentunit',
+          'Share of wall time the JVM spent at safepoints (all threads stopped) and reaching them '
+          + '(time-to-safepoint: the world waits for the last thread, which may be descheduled by CFS throttling).',
+          [
+            ['sum by (%s, process) (rate(quota_jvm_safepoint_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} at safepoint'],
+            ['sum by (%s, process) (rate(quota_jvm_safepoint_sync_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} reaching safepoint'],
+          ],
+        ),
+        common.timeSeries(
+          'Average time-to-safepoint',
+          's',
+          'Time-to-safepoint per safepoint. Milliseconds here while the cgroup is throttled are CFS stalls '
+          + 'inside stop-the-world pauses.',
+          [[
+            'sum by (%(by)s, process) (rate(quota_jvm_safepoint_sync_seconds_total{%(s)s}[$__rate_interval]))\n/\nsum by (%(by)s, process) (rate(quota_jvm_safepoints_total{%(s)s}[$__rate_interval]))'
+            % { by: by, s: s },
+            '{{cgroup}} {{process}}',
+          ]],
+        ),
+        common.timeSeries(
+          'GC pause time by collector',
+          'percentunit',
+          'Share of wall time in GC pauses, by collector (young, full, concurrent). A short GC pause in the GC log '
+          + 'next to a long application stall points to throttling, not GC work.',
+          [['sum by (%s, process, collector) (rate(quota_jvm_gc_pause_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} {{collector}}']],
+        ),
+        common.timeSeries(
+          'GC pauses per second by collector',
+          'short',
+          'GC pauses per second, by collector.',
+          [['sum by (%s, process, collector) (rate(quota_jvm_gc_pauses_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} {{collector}}']],
+        ),
+        common.timeSeries(
+          'Configured GC and JIT threads against the CPU limit',
+          'short',
+          'ParallelGCThreads, ConcGCThreads and JIT compiler threads as configured, and the CPU the JVM believes it '
+          + 'has, against the cgroup CPU limit (dashed). Parallel GC threads well above the limit burn the quota in '
+          + 'milliseconds (seed report: 18 GC threads, 3-core quota, 0.12 s GC pause, 3 s freeze).',
+          [
+            ['quota_jvm_gc_parallel_threads{%s}' % s, '{{cgroup}} {{process}} parallel GC'],
+            ['quota_jvm_gc_concurrent_threads{%s}' % s, '{{cgroup}} {{process}} concurrent GC'],
+            ['quota_jvm_jit_threads{%s}' % s, '{{cgroup}} {{process}} JIT'],
+            ['quota_jvm_cpu_count{%s}' % s, '{{cgroup}} {{process}} CPUs seen'],
+            [limitOf('quota_jvm_gc_parallel_threads'), '{{cgroup}} limit'],
+          ],
+        ) + common.limitsDashed,
+        common.timeSeries(
+          'Observed JVM threads by kind against the CPU limit',
+          'short',
+          'Live JVM threads by kind (gc, jit, vm, app) and the CPU limit (dashed).',
+          [
+            ['sum by (%s, process, kind) (quota_jvm_threads{%s})' % [by, s], '{{cgroup}} {{process}} {{kind}}'],
+            [limitOf('quota_jvm_threads'), '{{cgroup}} limit'],
+          ],
+        ) + common.limitsDashed,
+        common.timeSeries(
+          'Runtime threads per core of limit',
+          'short',
+          'JVM parallel GC threads or Go GOMAXPROCS divided by the CPU limit (recorded as '
+          + 'process:quota_runtime_parallelism_over_cpu_limit:ratio). Above 1 the runtime runs more threads in '
+          + 'parallel than the quota allows.',
+          [['process:quota_runtime_parallelism_over_cpu_limit:ratio{%s}' % s, '{{cgroup}} {{process}} ({{runtime}})']],
+        ),
+        common.timeSeries(
+          'Throttled share of CFS periods',
+          'percentunit',
+          'Share of periods throttled for the same cgroups, to set pauses against throttling.',
+          [['cgroup:quota_cpu_throttled_periods:ratio_rate5m{%s}' % s, '{{cgroup}}']],
+        ),
+
+        common.row('Go'),
+        common.timeSeries(
+          'GOMAXPROCS and threads against the CPU limit',
+          'short',
+          'Effective GOMAXPROCS and OS threads of Go programs against the CPU limit (dashed). Seed report: '
+          + 'GOMAXPROCS=76 and 171 threads under a 0.5-core quota gave 50-100 ms GC pauses; GOMAXPROCS=1 cut them to '
+          + 'tens of microseconds and threads to 11.',
+          [
+            ['quota_go_gomaxprocs{%s}' % s, '{{cgroup}} {{process}} GOMAXPROCS'],
+            ['quota_process_threads{%s, runtime="go"}' % s, '{{cgroup}} {{process}} threads'],
+            [limitOf('quota_go_gomaxprocs'), '{{cgroup}} limit'],
+          ],
+        ) + common.limitsDashed,
+        common.table(
+          'Go programs',
+          'Go version, whether the binary sizes GOMAXPROCS from the CPU limit (container_aware: Go >= 1.25 with a '
+          + 'go >= 1.25 go.mod, or automaxprocs), and GOMAXPROCS against the limit.',
+          [
+            [null, 'max by (%s, process, version, automaxprocs, container_aware) (quota_go_info{%s})' % [by, s], 'short'],
+            ['GOMAXPROCS', 'max by (%s, process) (quota_go_gomaxprocs{%s})' % [by, s], 'short'],
+            ['GOMAXPROCS / limit', 'max by (%s, process) (process:quota_go_gomaxprocs_over_cpu_limit:ratio{%s})' % [by, s], 'short'],
+          ],
+          'GOMAXPROCS / limit',
+          width=12,
+          height=8,
+        ),
+      ] + (
+        if c.goGCPausesSelector != '' then [
+          common.timeSeries(
+            'Application GC pauses (go_gc_pauses_seconds)',
+            's',
+            "p99 and p50 of stop-the-world GC pauses reported by the applications' own client_golang metrics "
+            + '(scraped from the applications, selector ' + c.goGCPausesSelector + '). Pauses of tens of ms under '
+            + 'a quota, with GOMAXPROCS above the limit, are scheduling delay, not GC work.',
+            [
+              ['histogram_quantile(0.99, sum by (job, instance, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % c.goGCPausesSelector, '{{job}} {{instance}} p99'],
+              ['histogram_quantile(0.5, sum by (job, instance, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % c.goGCPausesSelector, '{{job}} {{instance}} p50'],
+            ],
+            width=24,
+          ),
+        ] else []
+      ),
+    ),
+}

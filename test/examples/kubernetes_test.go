@@ -1,0 +1,374 @@
+package examples
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// kustomization is the subset of kustomize's Kustomization used here; decoding it strictly
+// catches misspelt fields without pulling in kustomize's module.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace"`
+	Resources  []string `json:"resources"`
+	Images     []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName,omitempty"`
+		NewTag  string `json:"newTag,omitempty"`
+	} `json:"images"`
+}
+
+type manifests struct {
+	daemonSets      []appsv1.DaemonSet
+	serviceAccounts []corev1.ServiceAccount
+	services        []corev1.Service
+	configMaps      []corev1.ConfigMap
+	podMonitors     []monitoringv1.PodMonitor
+	prometheusRules []monitoringv1.PrometheusRule
+}
+
+// decodeStrict decodes one document into v the way the API server's strict field validation
+// does: unknown fields, duplicate fields and fields in the wrong case (hostPid for hostPID,
+// which encoding/json and sigs.k8s.io/yaml.UnmarshalStrict accept) are errors.
+func decodeStrict(doc []byte, v any) error {
+	return unmarshalStrict(doc, v)
+}
+
+// loadManifests strictly decodes every document of every resource of the kustomization.
+func loadManifests(t *testing.T) (kustomization, manifests) {
+	t.Helper()
+	dir := filepath.Join(repoRoot(t), "examples", "kubernetes")
+	var k kustomization
+	if err := decodeStrict(readFile(t, filepath.Join(dir, "kustomization.yaml")), &k); err != nil {
+		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
+		t.Errorf("kustomization.yaml: apiVersion/kind = %q/%q", k.APIVersion, k.Kind)
+	}
+	// Every YAML file in the directory must be a resource, and every resource a file.
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, f := range files {
+		if b := filepath.Base(f); b != "kustomization.yaml" && !slices.Contains(k.Resources, b) {
+			t.Errorf("%s is not listed in kustomization.yaml resources", b)
+		}
+	}
+	var m manifests
+	for _, r := range k.Resources {
+		path := filepath.Join(dir, r)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("kustomization resource %s: %v", r, err)
+			continue
+		}
+		for i, doc := range splitDocs(b) {
+			var tm struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+			}
+			if err := sigsyaml.Unmarshal(doc, &tm); err != nil {
+				t.Errorf("%s doc %d: %v", r, i, err)
+				continue
+			}
+			if err := decodeInto(&m, tm.APIVersion, tm.Kind, doc); err != nil {
+				t.Errorf("%s doc %d (%s %s): %v", r, i, tm.APIVersion, tm.Kind, err)
+			}
+		}
+	}
+	return k, m
+}
+
+func decodeInto(m *manifests, apiVersion, kind string, doc []byte) error {
+	switch apiVersion + "/" + kind {
+	case "apps/v1/DaemonSet":
+		var v appsv1.DaemonSet
+		if err := decodeStrict(doc, &v); err != nil {
+			return err
+		}
+		m.daemonSets = append(m.daemonSets, v)
+	case "v1/ServiceAccount":
+		var v corev1.ServiceAccount
+		if err := decodeStrict(doc, &v); err != nil {
+			return err
+		}
+		m.serviceAccounts = append(m.serviceAccounts, v)
+	case "v1/Service":
+		var v corev1.Service
+		if err := decodeStrict(doc, &v); err != nil {
+			return err
+		}
+		m.services = append(m.services, v)
+	case "v1/ConfigMap":
+		var v corev1.ConfigMap
+		if err := decodeStrict(doc, &v); err != nil {
+			return err
+		}
+		m.configMaps = append(m.configMaps, v)
+	case "monitoring.coreos.com/v1/PodMonitor":
+		var v monitoringv1.PodMonitor
+		if err := decodeStrict(doc, &v); err != nil {
+			return err
+		}
+		m.podMonitors = append(m.podMonitors, v)
+	case "monitoring.coreos.com/v1/PrometheusRule":
+		var v monitoringv1.PrometheusRule
+		if err := decodeStrict(doc, &v); err != nil {
+			return err
+		}
+		m.prometheusRules = append(m.prometheusRules, v)
+	default:
+		return fmt.Errorf("no Go type registered for this kind in the test")
+	}
+	return nil
+}
+
+func TestStrictDecodeRejectsUnknownFields(t *testing.T) {
+	// Guards the guard: misspelt, miscased and duplicate fields must fail the strict decode.
+	for _, field := range []string{"hostPid: true", "hostPIDs: true", "hostPID: true\n      hostPID: false"} {
+		doc := []byte("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      " + field + "\n")
+		var ds appsv1.DaemonSet
+		if err := decodeStrict(doc, &ds); err == nil {
+			t.Errorf("strict decoding accepted %q", field)
+		}
+	}
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	_, m := loadManifests(t)
+	if len(m.daemonSets) != 1 || len(m.serviceAccounts) != 1 || len(m.services) != 1 ||
+		len(m.podMonitors) != 1 || len(m.prometheusRules) != 1 || len(m.configMaps) == 0 {
+		t.Fatalf("want 1 DaemonSet, ServiceAccount, Service, PodMonitor, PrometheusRule and dashboards ConfigMaps; got %d %d %d %d %d %d",
+			len(m.daemonSets), len(m.serviceAccounts), len(m.services), len(m.podMonitors), len(m.prometheusRules), len(m.configMaps))
+	}
+	ds := m.daemonSets[0]
+	pod := ds.Spec.Template.Spec
+	if pod.ServiceAccountName != m.serviceAccounts[0].Name {
+		t.Errorf("DaemonSet serviceAccountName %q, ServiceAccount %q", pod.ServiceAccountName, m.serviceAccounts[0].Name)
+	}
+	podLabels := ds.Spec.Template.Labels
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if podLabels[k] != v {
+			t.Errorf("DaemonSet selector %s=%s does not match its pod template", k, v)
+		}
+	}
+	svc := m.services[0]
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service is not headless: clusterIP %q", svc.Spec.ClusterIP)
+	}
+	for k, v := range svc.Spec.Selector {
+		if podLabels[k] != v {
+			t.Errorf("Service selector %s=%s does not match the exporter pods", k, v)
+		}
+	}
+	pm := m.podMonitors[0]
+	for k, v := range pm.Spec.Selector.MatchLabels {
+		if podLabels[k] != v {
+			t.Errorf("PodMonitor selector %s=%s does not match the exporter pods", k, v)
+		}
+	}
+	// The mixin selects job="quota-exporter": the job label comes from the pod label jobLabel names.
+	if got := podLabels[pm.Spec.JobLabel]; got != "quota-exporter" {
+		t.Errorf("PodMonitor jobLabel %q gives job=%q, want quota-exporter", pm.Spec.JobLabel, got)
+	}
+	if len(pm.Spec.PodMetricsEndpoints) != 1 || pm.Spec.PodMetricsEndpoints[0].Port == nil ||
+		*pm.Spec.PodMetricsEndpoints[0].Port != "metrics" {
+		t.Errorf("PodMonitor must scrape the port named metrics")
+	}
+}
+
+func TestDaemonSetSecurity(t *testing.T) {
+	_, m := loadManifests(t)
+	if len(m.daemonSets) != 1 {
+		t.Fatalf("want one DaemonSet, got %d", len(m.daemonSets))
+	}
+	pod := m.daemonSets[0].Spec.Template.Spec
+	if !pod.HostPID {
+		t.Error("hostPID must be true: the exporter reads every process on the node")
+	}
+	if pod.HostNetwork || pod.HostIPC {
+		t.Error("hostNetwork/hostIPC are not needed")
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("the exporter does not use the API: automountServiceAccountToken must be false")
+	}
+	if !slices.ContainsFunc(pod.Tolerations, func(t corev1.Toleration) bool {
+		return t.Operator == corev1.TolerationOpExists && t.Key == "" && t.Effect == ""
+	}) {
+		t.Error("want a toleration {operator: Exists} so the exporter runs on every node")
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image != "quota-exporter:latest" && !strings.HasSuffix(c.Image, "/quota-exporter:latest") {
+		t.Errorf("image %q", c.Image)
+	}
+	sc := c.SecurityContext
+	if sc == nil {
+		t.Fatal("container securityContext missing")
+	}
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Error("runAsUser must be 0 (reading other users' /proc/<pid>/environ, mem)")
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Error("must not be privileged")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("allowPrivilegeEscalation must be false")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("readOnlyRootFilesystem must be true")
+	}
+	if sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Error("capabilities must drop ALL")
+	} else {
+		add := slices.Clone(sc.Capabilities.Add)
+		slices.Sort(add)
+		if !reflect.DeepEqual(add, []corev1.Capability{"DAC_READ_SEARCH", "SYS_PTRACE"}) {
+			t.Errorf("capabilities add %v, want exactly SYS_PTRACE and DAC_READ_SEARCH", sc.Capabilities.Add)
+		}
+	}
+	for _, flag := range []string{"--web.listen-address=:10137", "--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root"} {
+		if !slices.Contains(c.Args, flag) {
+			t.Errorf("args lack %s", flag)
+		}
+	}
+	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 10137 || c.Ports[0].Name != "metrics" {
+		t.Errorf("want one port metrics/10137, got %+v", c.Ports)
+	}
+	// Resources: requests for scheduling and a CPU limit of its own.
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
+			t.Errorf("no %s request", r)
+		}
+	}
+	cpuLimit, ok := c.Resources.Limits[corev1.ResourceCPU]
+	if !ok || cpuLimit.Cmp(c.Resources.Requests[corev1.ResourceCPU]) < 0 {
+		t.Errorf("want a CPU limit >= the request, got %v", cpuLimit.String())
+	}
+	if cpuLimit.Cmp(resource.MustParse("100m")) < 0 {
+		t.Errorf("CPU limit %s is too tight for a scrape every 5 s", cpuLimit.String())
+	}
+	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil || (p.HTTPGet.Path != "/" && p.HTTPGet.Path != "/metrics") ||
+			p.HTTPGet.Port.String() != "metrics" {
+			t.Errorf("%s probe must be an HTTP GET of / or /metrics on the metrics port", name)
+		}
+	}
+	// Host mounts: /proc, /sys and / under /host, all read-only; nothing else from the host.
+	want := map[string]string{"/proc": "/host/proc", "/sys": "/host/sys", "/": "/host/root"}
+	vols := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.HostPath == nil {
+			t.Errorf("volume %s is not a hostPath; only the three host mounts are expected", v.Name)
+			continue
+		}
+		vols[v.Name] = v.HostPath.Path
+	}
+	got := map[string]string{}
+	for _, vm := range c.VolumeMounts {
+		host, ok := vols[vm.Name]
+		if !ok {
+			t.Errorf("mount %s has no hostPath volume", vm.Name)
+			continue
+		}
+		if !vm.ReadOnly {
+			t.Errorf("host mount %s -> %s must be readOnly", host, vm.MountPath)
+		}
+		got[host] = vm.MountPath
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("host mounts %v, want %v", got, want)
+	}
+}
+
+func TestPrometheusRuleMatchesRenderedRules(t *testing.T) {
+	root := repoRoot(t)
+	files, _ := RuleFiles(root)
+	require(t, len(files) > 0, "alerts/*.yaml not rendered yet (make mixin)")
+	var want []monitoringv1.RuleGroup
+	for _, f := range files {
+		g, err := ReadRuleGroups(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, g...)
+	}
+	_, m := loadManifests(t)
+	if len(m.prometheusRules) != 1 {
+		t.Fatalf("want one PrometheusRule, got %d", len(m.prometheusRules))
+	}
+	got := m.prometheusRules[0].Spec.Groups
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("PrometheusRule groups differ from alerts/*.yaml: run make examples")
+	}
+	if len(got) == 0 {
+		t.Error("PrometheusRule has no groups")
+	}
+}
+
+func TestDashboardConfigMapsMatchRenderedDashboards(t *testing.T) {
+	root := repoRoot(t)
+	dashboards, _ := filepath.Glob(filepath.Join(root, "dashboards", "*.json"))
+	require(t, len(dashboards) > 0, "dashboards/*.json not rendered yet (make mixin)")
+	_, m := loadManifests(t)
+	byKey := map[string]string{}
+	for _, cm := range m.configMaps {
+		if cm.Labels["grafana_dashboard"] != "1" {
+			t.Errorf("ConfigMap %s lacks the label grafana_dashboard: \"1\" the Grafana sidecar looks for", cm.Name)
+		}
+		size := 0
+		for k, v := range cm.Data {
+			byKey[k] = v
+			size += len(k) + len(v)
+		}
+		if size > 200<<10 {
+			t.Errorf("ConfigMap %s holds %d bytes; kubectl apply's annotation limit is 256 KiB", cm.Name, size)
+		}
+	}
+	for _, d := range dashboards {
+		got, ok := byKey[filepath.Base(d)]
+		if !ok {
+			t.Errorf("%s is in no ConfigMap: run make examples", filepath.Base(d))
+			continue
+		}
+		if want := readFile(t, d); !bytes.Equal([]byte(got), want) {
+			t.Errorf("ConfigMap copy of %s is stale (%d bytes, rendered %d): run make examples", filepath.Base(d), len(got), len(want))
+		}
+	}
+	if len(byKey) != len(dashboards) {
+		t.Errorf("%d dashboards in ConfigMaps, %d rendered: run make examples", len(byKey), len(dashboards))
+	}
+}
+
+func TestGeneratedManifestsUpToDate(t *testing.T) {
+	root := repoRoot(t)
+	files, _ := RuleFiles(root)
+	require(t, len(files) > 0, "alerts/*.yaml not rendered yet (make mixin)")
+	gen, err := Generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range gen {
+		got, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Errorf("%s: %v (run make examples)", name, err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: run make examples (cd test && go run ./examples/cmd/genk8s -root ..)", name)
+		}
+	}
+}

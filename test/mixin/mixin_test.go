@@ -1,0 +1,603 @@
+// Package mixin checks the rendered monitoring mixin (dashboards/*.json, alerts/*.yaml) the way
+// mixtool and Grafana's dashboard linter would, since neither can be installed here.
+package mixin
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
+	"gopkg.in/yaml.v3"
+)
+
+// root is the repository root (this package is test/mixin).
+var root = filepath.Join("..", "..")
+
+// rateSentinel replaces $__rate_interval before parsing, so range windows that came from it can be told
+// apart from hard-coded ones.
+const rateSentinel = "7777s"
+
+var promql = parser.NewParser(parser.Options{})
+
+// counterFuncs may take a _total counter.
+var counterFuncs = map[string]bool{"rate": true, "irate": true, "increase": true, "resets": true}
+
+// externalMetrics are used by the mixin but not exported by quota_exporter: Prometheus's own
+// series and the application's Go runtime histogram (goGCPausesSelector in config.libsonnet).
+var externalMetrics = map[string]bool{"up": true, "ALERTS": true, "go_gc_pauses_seconds_bucket": true}
+
+func init() { plugins.RegisterDefaultPlugins() }
+
+// ---- the exporter's metric names ----
+
+type exposition struct {
+	documented map[string]bool   // names in docs/metrics.md (or docs/dev/conventions.md)
+	docSource  string            // which file
+	golden     map[string]string // family -> TYPE from exporter/**/testdata/*.golden.prom
+	goldenCols map[string]bool   // collectors that have golden coverage (quota_exporter_scrape_collector_success{collector})
+}
+
+var metricToken = regexp.MustCompile(`\bquota_[a-z0-9_]+\b`)
+
+func loadExposition(t *testing.T) exposition {
+	t.Helper()
+	e := exposition{documented: map[string]bool{}, golden: map[string]string{}, goldenCols: map[string]bool{}}
+	for _, p := range []string{"docs/metrics.md", "docs/dev/conventions.md"} {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			continue
+		}
+		text := string(b)
+		if p == "docs/dev/conventions.md" {
+			// Only the metric list, not prose that mentions names in passing.
+			if i := strings.Index(text, "Metric names"); i >= 0 {
+				text = text[i:]
+			}
+		}
+		for _, m := range metricToken.FindAllString(text, -1) {
+			e.documented[m] = true
+		}
+		e.docSource = p
+		break
+	}
+	if len(e.documented) == 0 {
+		t.Fatal("no metric list found in docs/metrics.md or docs/dev/conventions.md")
+	}
+	goldens, _ := filepath.Glob(filepath.Join(root, "exporter", "*", "testdata", "*.golden.prom"))
+	more, _ := filepath.Glob(filepath.Join(root, "exporter", "*", "*", "testdata", "*.golden.prom"))
+	goldens = append(goldens, more...)
+	collectorLine := regexp.MustCompile(`^quota_exporter_scrape_collector_success\{.*collector="([^"]+)"`)
+	for _, g := range goldens {
+		f, err := os.Open(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "# TYPE ") {
+				fields := strings.Fields(line)
+				if len(fields) == 4 {
+					e.golden[fields[2]] = fields[3]
+				}
+			}
+			if m := collectorLine.FindStringSubmatch(line); m != nil {
+				e.goldenCols[m[1]] = true
+			}
+		}
+		f.Close()
+	}
+	return e
+}
+
+// check returns why name is not a metric the mixin may use, or "".
+func (e exposition) check(name string, recorded map[string]bool) string {
+	if recorded[name] || externalMetrics[name] {
+		return ""
+	}
+	family, histogramChild := name, false
+	for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+		if base := strings.TrimSuffix(name, suffix); base != name && (e.documented[base] || e.golden[base] != "") {
+			family, histogramChild = base, true
+		}
+	}
+	if !e.documented[family] && e.golden[family] == "" {
+		return fmt.Sprintf("%s is neither in %s nor in a golden exposition file", name, e.docSource)
+	}
+	if typ, ok := e.golden[family]; ok && histogramChild && typ != "histogram" && typ != "summary" {
+		return fmt.Sprintf("%s: %s is a %s in the golden exposition, not a histogram", name, family, typ)
+	}
+	if typ, ok := e.golden[family]; ok && !histogramChild && typ == "histogram" {
+		return fmt.Sprintf("%s is a histogram: use _bucket, _count or _sum", name)
+	}
+	// A collector with golden coverage must expose every name of its subsystem (quota_<collector>_...).
+	parts := strings.SplitN(family, "_", 3)
+	if len(parts) == 3 && e.goldenCols[parts[1]] {
+		if _, ok := e.golden[family]; !ok {
+			return fmt.Sprintf("%s: the %s collector's golden exposition has no %s", name, parts[1], family)
+		}
+	}
+	return ""
+}
+
+// ---- PromQL checks shared by dashboards, alerts and rules ----
+
+type exprCheck struct {
+	requireRateInterval bool // dashboards: rate/irate/increase windows must be $__rate_interval
+}
+
+// checkExpr parses expr and returns the metric names it uses and every problem found.
+func checkExpr(expr string, opts exprCheck) (names []string, problems []string) {
+	parsed, err := promql.ParseExpr(expr)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("does not parse: %v\n%s", err, expr)}
+	}
+	parser.Inspect(parsed, func(node parser.Node, path []parser.Node) error {
+		switch n := node.(type) {
+		case *parser.VectorSelector:
+			name := n.Name
+			if name == "" {
+				for _, m := range n.LabelMatchers {
+					if m.Name == model.MetricNameLabel {
+						name = m.Value
+					}
+				}
+			}
+			if name == "" {
+				problems = append(problems, "selector without a metric name: "+n.String())
+				return nil
+			}
+			names = append(names, name)
+			if strings.HasSuffix(name, "_total") {
+				// The parent must be a MatrixSelector whose parent is a counter function call.
+				ok := false
+				if len(path) >= 2 {
+					if _, isMatrix := path[len(path)-1].(*parser.MatrixSelector); isMatrix {
+						if call, isCall := path[len(path)-2].(*parser.Call); isCall && counterFuncs[call.Func.Name] {
+							ok = true
+						}
+					}
+				}
+				if !ok {
+					problems = append(problems, fmt.Sprintf("counter %s outside rate/irate/increase/resets", name))
+				}
+			}
+		case *parser.Call:
+			if opts.requireRateInterval && (n.Func.Name == "rate" || n.Func.Name == "irate" || n.Func.Name == "increase") {
+				for _, arg := range n.Args {
+					if m, ok := arg.(*parser.MatrixSelector); ok && m.Range.String() != model.Duration(7777e9).String() {
+						problems = append(problems, fmt.Sprintf("%s window is %s, not $__rate_interval: %s", n.Func.Name, m.Range, n))
+					}
+				}
+			}
+		}
+		return nil
+	})
+	return names, problems
+}
+
+// grafanaVars makes a dashboard expression parseable: Grafana's interval variables become durations
+// ($__rate_interval the sentinel), other variables a plain word (they only occur inside strings here).
+func grafanaVars(expr string) string {
+	r := strings.NewReplacer("$__rate_interval", rateSentinel, "${__rate_interval}", rateSentinel,
+		"$__interval", "1m", "${__interval}", "1m", "$__range", "1h", "${__range}", "1h")
+	expr = r.Replace(expr)
+	return regexp.MustCompile(`\$\{?[A-Za-z_][A-Za-z0-9_]*\}?`).ReplaceAllString(expr, "var")
+}
+
+// ---- rules ----
+
+// ruleGroups mirrors the Prometheus rule file format. rulefmt itself is not imported: it pulls in
+// Kubernetes client packages whose pinned versions the module proxy here refuses; `promtool check
+// rules` validates the files with rulefmt in make test-mixin.
+type ruleGroups struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Record      string            `yaml:"record"`
+			Alert       string            `yaml:"alert"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+func loadRules(t *testing.T, file string) ruleGroups {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	var groups ruleGroups
+	if err := dec.Decode(&groups); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if len(groups.Groups) == 0 {
+		t.Fatalf("%s: no rule groups", file)
+	}
+	return groups
+}
+
+func recordedNames(t *testing.T) map[string]bool {
+	recorded := map[string]bool{}
+	for _, g := range loadRules(t, "alerts/quota-rules.yaml").Groups {
+		for _, r := range g.Rules {
+			recorded[r.Record] = true
+		}
+	}
+	return recorded
+}
+
+var levelMetricOps = regexp.MustCompile(`^[a-z_]+:[a-z0-9_]+:[a-z0-9_]+$`)
+
+func TestRules(t *testing.T) {
+	e := loadExposition(t)
+	recorded := recordedNames(t)
+	for _, g := range loadRules(t, "alerts/quota-rules.yaml").Groups {
+		for _, r := range g.Rules {
+			if r.Record == "" {
+				t.Errorf("rules file holds a non-recording rule %q", r.Alert)
+				continue
+			}
+			if !levelMetricOps.MatchString(r.Record) {
+				t.Errorf("%s: not named level:metric:operations", r.Record)
+			}
+			names, problems := checkExpr(r.Expr, exprCheck{})
+			for _, p := range problems {
+				t.Errorf("%s: %s", r.Record, p)
+			}
+			for _, n := range names {
+				if why := e.check(n, recorded); why != "" {
+					t.Errorf("%s: %s", r.Record, why)
+				}
+			}
+		}
+	}
+}
+
+func runbookAnchors(t *testing.T) map[string]bool {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "#") {
+			title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+			anchors[strings.ToLower(strings.ReplaceAll(title, " ", "-"))] = true
+		}
+	}
+	return anchors
+}
+
+// templateNames finds the metric and recording-rule names in an alert's description queries.
+var templateName = regexp.MustCompile(`\b(?:quota_[a-z0-9_]+|[a-z_]+:quota_[a-z0-9_]+:[a-z0-9_]+)\b`)
+
+func TestAlerts(t *testing.T) {
+	e := loadExposition(t)
+	recorded := recordedNames(t)
+	anchors := runbookAnchors(t)
+	seen := map[string]bool{}
+	for _, g := range loadRules(t, "alerts/quota-alerts.yaml").Groups {
+		if len(g.Rules) > 20 {
+			t.Errorf("group %s has %d rules (max 20)", g.Name, len(g.Rules))
+		}
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				t.Errorf("alerts file holds a recording rule %q", r.Record)
+				continue
+			}
+			seen[r.Alert] = true
+			if !strings.HasPrefix(r.Alert, "Quota") {
+				t.Errorf("%s: alert names share the prefix Quota", r.Alert)
+			}
+			switch r.Labels["severity"] {
+			case "critical", "warning", "info":
+			default:
+				t.Errorf("%s: severity %q", r.Alert, r.Labels["severity"])
+			}
+			summary := r.Annotations["summary"]
+			if summary == "" || strings.Contains(summary, "{{") || !strings.HasSuffix(summary, ".") {
+				t.Errorf("%s: summary must be static and end in a period: %q", r.Alert, summary)
+			}
+			desc := r.Annotations["description"]
+			if !strings.Contains(desc, "{{") || !strings.Contains(desc, "Fix") && !strings.Contains(desc, "Check") {
+				t.Errorf("%s: description must be templated and name the fix: %q", r.Alert, desc)
+			}
+			url := r.Annotations["runbook_url"]
+			anchor := url[strings.LastIndex(url, "#")+1:]
+			if !strings.Contains(url, "docs/runbooks.md#") || !anchors[anchor] || anchor != strings.ToLower(r.Alert) {
+				t.Errorf("%s: runbook_url %q has no matching section in docs/runbooks.md", r.Alert, url)
+			}
+			names, problems := checkExpr(r.Expr, exprCheck{})
+			for _, p := range problems {
+				t.Errorf("%s: %s", r.Alert, p)
+			}
+			// The queries in the description sit between backquotes (printf `...`).
+			for _, q := range regexp.MustCompile("`[^`]*`").FindAllString(desc, -1) {
+				names = append(names, templateName.FindAllString(q, -1)...)
+			}
+			for _, n := range names {
+				if why := e.check(n, recorded); why != "" {
+					t.Errorf("%s: %s", r.Alert, why)
+				}
+			}
+		}
+	}
+	for _, want := range []string{
+		"QuotaCPUThrottlingDuringWarmup", "QuotaCPUStalls", "QuotaJVMGCThreadsExceedCPULimit",
+		"QuotaGoMaxProcsExceedsCPULimit", "QuotaJVMSafepointInflation", "QuotaProcessRSSCreep",
+		"QuotaMallocArenaBloat", "QuotaMemoryNearLimit", "QuotaContainerOOMKilled",
+		"QuotaHighSystemCPUUnderQuota", "QuotaExporterDown", "QuotaExporterCollectorFailed",
+	} {
+		if !seen[want] {
+			t.Errorf("alert %s is missing", want)
+		}
+	}
+}
+
+// TestAlertUnitTests makes sure the promtool unit tests cover every alert, firing and not firing.
+func TestAlertUnitTests(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "mixin", "tests", "alerts_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string `json:"alertname"`
+				ExpAlerts []any  `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	if err := yamlToJSON(b, &suite); err != nil {
+		t.Fatal(err)
+	}
+	firing, quiet := map[string]bool{}, map[string]bool{}
+	for _, tc := range suite.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				firing[a.Alertname] = true
+			} else {
+				quiet[a.Alertname] = true
+			}
+		}
+	}
+	for _, g := range loadRules(t, "alerts/quota-alerts.yaml").Groups {
+		for _, r := range g.Rules {
+			if !firing[r.Alert] || !quiet[r.Alert] {
+				t.Errorf("%s: promtool tests need a firing (%v) and a not-firing (%v) case", r.Alert, firing[r.Alert], quiet[r.Alert])
+			}
+		}
+	}
+}
+
+// ---- dashboards ----
+
+type panelJSON struct {
+	Type        string          `json:"type"`
+	Title       string          `json:"title"`
+	Description string          `json:"description"`
+	Datasource  json.RawMessage `json:"datasource"`
+	FieldConfig json.RawMessage `json:"fieldConfig"`
+	Targets     []struct {
+		Expr       string          `json:"expr"`
+		Datasource json.RawMessage `json:"datasource"`
+	} `json:"targets"`
+	Panels []panelJSON `json:"panels"`
+}
+
+type dashboardJSON struct {
+	UID        string      `json:"uid"`
+	Title      string      `json:"title"`
+	Editable   bool        `json:"editable"`
+	Panels     []panelJSON `json:"panels"`
+	Templating struct {
+		List []struct {
+			Type  string `json:"type"`
+			Name  string `json:"name"`
+			Query any    `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+	Annotations struct {
+		List []struct {
+			Name       string                `json:"name"`
+			Target     struct{ Expr string } `json:"target"`
+			Datasource json.RawMessage       `json:"datasource"`
+		} `json:"list"`
+	} `json:"annotations"`
+}
+
+func dashboardFiles(t *testing.T) []string {
+	files, err := filepath.Glob(filepath.Join(root, "dashboards", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards/*.json (%v)", err)
+	}
+	sort.Strings(files)
+	return files
+}
+
+// TestDashboardsGrafanaTypes decodes every dashboard into grafana-foundation-sdk's types with
+// unknown fields rejected. The SDK decodes a panel's fieldConfig loosely (only fieldConfig.defaults.custom
+// strictly, through the panel plugin), so fieldConfig is decoded strictly on its own as well.
+func TestDashboardsGrafanaTypes(t *testing.T) {
+	for _, f := range dashboardFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d dashboard.Dashboard
+		if err := d.UnmarshalJSONStrict(b); err != nil {
+			t.Errorf("%s: %v", filepath.Base(f), err)
+		}
+		var raw dashboardJSON
+		if err := json.Unmarshal(b, &raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range flatten(raw.Panels) {
+			if p.Type == "row" || len(p.FieldConfig) == 0 {
+				continue
+			}
+			var fc struct {
+				Defaults  map[string]json.RawMessage `json:"defaults"`
+				Overrides json.RawMessage            `json:"overrides"`
+			}
+			if err := json.Unmarshal(p.FieldConfig, &fc); err != nil {
+				t.Fatal(err)
+			}
+			delete(fc.Defaults, "custom") // checked by the panel plugin above
+			stripped, _ := json.Marshal(map[string]any{"defaults": fc.Defaults, "overrides": fc.Overrides})
+			var src dashboard.FieldConfigSource
+			if err := src.UnmarshalJSONStrict(stripped); err != nil {
+				t.Errorf("%s: panel %q fieldConfig: %v", filepath.Base(f), p.Title, err)
+			}
+		}
+	}
+}
+
+func flatten(panels []panelJSON) []panelJSON {
+	var out []panelJSON
+	for _, p := range panels {
+		out = append(out, p)
+		out = append(out, flatten(p.Panels)...)
+	}
+	return out
+}
+
+const datasourceVar = "${datasource}"
+
+func checkDatasource(raw json.RawMessage) string {
+	var ref struct {
+		Type string `json:"type"`
+		UID  string `json:"uid"`
+	}
+	if len(raw) == 0 {
+		return "no datasource"
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		return fmt.Sprintf("datasource %s is not a reference", raw)
+	}
+	if ref.UID != datasourceVar || ref.Type != "prometheus" {
+		return fmt.Sprintf("datasource %s: want {type: prometheus, uid: %s}", raw, datasourceVar)
+	}
+	return ""
+}
+
+var labelValues = regexp.MustCompile(`^label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)$`)
+
+func TestDashboards(t *testing.T) {
+	e := loadExposition(t)
+	recorded := recordedNames(t)
+	uids := map[string]string{}
+	for _, f := range dashboardFiles(t) {
+		name := filepath.Base(f)
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d dashboardJSON
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if d.UID == "" || len(d.UID) > 40 {
+			t.Errorf("%s: uid %q", name, d.UID)
+		}
+		if other, dup := uids[d.UID]; dup {
+			t.Errorf("%s and %s share uid %s", name, other, d.UID)
+		}
+		uids[d.UID] = name
+		if d.Editable {
+			t.Errorf("%s: editable", name)
+		}
+
+		var exprs []struct{ where, expr string }
+		vars := map[string]string{}
+		for _, v := range d.Templating.List {
+			vars[v.Name] = v.Type
+			if q, ok := v.Query.(string); ok && v.Type == "query" {
+				m := labelValues.FindStringSubmatch(q)
+				if m == nil {
+					t.Errorf("%s: variable %s: query %q is not label_values(selector, label)", name, v.Name, q)
+					continue
+				}
+				exprs = append(exprs, struct{ where, expr string }{"variable " + v.Name, m[1]})
+			}
+		}
+		if vars["datasource"] != "datasource" {
+			t.Errorf("%s: no datasource variable", name)
+		}
+		for _, want := range []string{"job", "instance", "cgroup", "pod", "container"} {
+			if vars[want] != "query" {
+				t.Errorf("%s: no %s variable", name, want)
+			}
+		}
+		for _, a := range d.Annotations.List {
+			if why := checkDatasource(a.Datasource); why != "" {
+				t.Errorf("%s: annotation %q: %s", name, a.Name, why)
+			}
+			exprs = append(exprs, struct{ where, expr string }{"annotation " + a.Name, a.Target.Expr})
+		}
+		for _, p := range flatten(d.Panels) {
+			if p.Type == "row" {
+				continue
+			}
+			var fc struct {
+				Defaults struct {
+					Unit string `json:"unit"`
+				} `json:"defaults"`
+			}
+			_ = json.Unmarshal(p.FieldConfig, &fc)
+			if fc.Defaults.Unit == "" {
+				t.Errorf("%s: panel %q has no unit", name, p.Title)
+			}
+			if strings.TrimSpace(p.Description) == "" {
+				t.Errorf("%s: panel %q has no description", name, p.Title)
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no targets", name, p.Title)
+			}
+			if why := checkDatasource(p.Datasource); why != "" {
+				t.Errorf("%s: panel %q: %s", name, p.Title, why)
+			}
+			for _, tg := range p.Targets {
+				if why := checkDatasource(tg.Datasource); why != "" {
+					t.Errorf("%s: panel %q target: %s", name, p.Title, why)
+				}
+				exprs = append(exprs, struct{ where, expr string }{"panel " + p.Title, tg.Expr})
+			}
+		}
+		for _, x := range exprs {
+			names, problems := checkExpr(grafanaVars(x.expr), exprCheck{requireRateInterval: true})
+			for _, p := range problems {
+				t.Errorf("%s: %s: %s", name, x.where, p)
+			}
+			for _, n := range names {
+				if why := e.check(n, recorded); why != "" {
+					t.Errorf("%s: %s: %s", name, x.where, why)
+				}
+			}
+		}
+		// No datasource uid other than the variable anywhere in the file.
+		for _, m := range regexp.MustCompile(`"uid":\s*"([^"]*)"`).FindAllStringSubmatch(string(b), -1) {
+			if m[1] != datasourceVar && m[1] != d.UID {
+				t.Errorf("%s: hard-coded uid %q", name, m[1])
+			}
+		}
+	}
+}
