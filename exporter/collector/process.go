@@ -55,6 +55,7 @@ func newProcessCollector(env *Env) (Collector, error) {
 func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newProcessTally("process", c.env.Errors)
 	procs, errs := c.src.Processes(ctx)
+	bootErrLogged := false
 	for _, err := range errs {
 		t.add("process", err)
 	}
@@ -64,7 +65,11 @@ func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		e.gauge(processResidentDesc, float64(p.Stat.RSS)*c.pageSize)
 		e.gauge(processResidentAnonDesc, float64(p.Status.RssAnon))
 		e.gauge(processThreadsDesc, float64(p.Stat.NumThreads))
-		e.gauge(processStartDesc, c.src.startTime(p))
+		if start, err := c.src.startTime(p); err == nil {
+			e.gauge(processStartDesc, start)
+		} else if !bootErrLogged {
+			bootErrLogged = t.add("boot time", err)
+		}
 		e.counter(processCPUDesc, float64(p.Stat.UTime)/userHZ, "user")
 		e.counter(processCPUDesc, float64(p.Stat.STime)/userHZ, "system")
 	}

@@ -68,9 +68,12 @@ type processState struct {
 // lists them in the CPU hierarchy (on v1 a process may sit at other paths in other
 // controllers; the CPU path is the one its quota comes from).
 type ProcessSource struct {
-	env      *Env
-	fs       procfs.FS
+	env *Env
+	fs  procfs.FS
+
+	bootOnce sync.Once
 	bootTime float64 // seconds since the epoch, read once: start times are relative to it
+	bootErr  error
 
 	mu     sync.Mutex
 	states map[processKey]*processState
@@ -86,18 +89,23 @@ func newProcessSource(env *Env) (*ProcessSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := fs.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("boot time from %s/stat: %w", env.Config.ProcPath, err)
-	}
-	s := &ProcessSource{env: env, fs: fs, bootTime: float64(st.BootTime), states: map[processKey]*processState{}}
+	s := &ProcessSource{env: env, fs: fs, states: map[processKey]*processState{}}
 	s.detect = s.detectRuntime
 	return s, nil
 }
 
-// startTime is the process's start in seconds since the epoch.
-func (s *ProcessSource) startTime(p *process) float64 {
-	return s.bootTime + float64(p.Stat.Starttime)/userHZ
+// startTime is the process's start in seconds since the epoch; false when the boot time
+// (btime in <procfs>/stat) cannot be read.
+func (s *ProcessSource) startTime(p *process) (float64, error) {
+	s.bootOnce.Do(func() {
+		st, err := s.fs.Stat()
+		if err != nil {
+			s.bootErr = fmt.Errorf("boot time from %s/stat: %w", s.env.Config.ProcPath, err)
+			return
+		}
+		s.bootTime = float64(st.BootTime)
+	})
+	return s.bootTime + float64(p.Stat.Starttime)/userHZ, s.bootErr
 }
 
 // processSources are shared per Env: every process collector of one exporter uses one.
