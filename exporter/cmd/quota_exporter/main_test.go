@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
@@ -200,5 +202,38 @@ func TestRuntimeCollectorsUnprivileged(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// --web.config.file: basic auth through exporter-toolkit protects the metrics.
+func TestWebConfigBasicAuth(t *testing.T) {
+	bin := buildExporter(t)
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(cfg, []byte("basic_auth_users:\n  prometheus: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := startExporter(t, nil, bin, "--web.config.file="+cfg, "--no-collector.throttle")
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without credentials: %s, want 401", resp.Status)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+	req.SetBasicAuth("prometheus", "s3cret")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "quota_exporter_build_info") {
+		t.Errorf("with credentials: %s", resp.Status)
 	}
 }
