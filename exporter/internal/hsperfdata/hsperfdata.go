@@ -1,0 +1,330 @@
+// Package hsperfdata parses HotSpot performance data files (/tmp/hsperfdata_<user>/<pid>), the
+// shared-memory counters that jstat reads. Reading the file needs no attach, agent or signal.
+//
+// The JVM writes the file with no lock while it is being read, so the parser treats every
+// offset and length as untrusted: an entry that does not fit, or whose length is still 0, ends
+// the walk; strings are cut at the first NUL; nothing panics on any input.
+package hsperfdata
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+)
+
+// MaxFileSize caps how much of a perf data file is read (the default file is 32 KiB;
+// -XX:PerfDataMemorySize can raise it).
+const MaxFileSize = 1 << 20
+
+// maxString caps one string value; the longest real ones (java.rt.vmArgs, class paths) are
+// bounded by the file anyway, this only limits allocations on garbage.
+const maxString = 64 << 10
+
+const headerSize = 32
+
+// entryHeaderSize is entry_length, name_offset, vector_length (4 each), data_type, flags,
+// units, variability (1 each) and data_offset (4).
+const entryHeaderSize = 20
+
+var magic = []byte{0xCA, 0xFE, 0xC0, 0xC0}
+
+// Errors returned by Parse; the file being written while read never produces one of these
+// except ErrShort for a file truncated inside the header.
+var (
+	ErrMagic   = errors.New("hsperfdata: bad magic")
+	ErrShort   = errors.New("hsperfdata: file shorter than header")
+	ErrVersion = errors.New("hsperfdata: unsupported version")
+)
+
+// Units of an entry (PerfData::Units).
+type Units uint8
+
+// Unit values.
+const (
+	UnitsNone   Units = 1
+	UnitsBytes  Units = 2
+	UnitsTicks  Units = 3
+	UnitsEvents Units = 4
+	UnitsString Units = 5
+	UnitsHertz  Units = 6
+)
+
+// Variability of an entry (PerfData::Variability).
+type Variability uint8
+
+// Variability values.
+const (
+	Constant  Variability = 1
+	Monotonic Variability = 2
+	Variable  Variability = 3
+)
+
+// Header is the prologue of the file.
+type Header struct {
+	BigEndian    bool
+	Major, Minor uint8
+	// Accessible is set once the VM finished initialising the counters.
+	Accessible bool
+	Used       uint32
+	Overflow   uint32
+	// ModTimeStamp changes when entries are added; with NumEntries it keys the layout cache.
+	ModTimeStamp int64
+	EntryOffset  uint32
+	NumEntries   uint32
+}
+
+// Entry describes one counter. Values are read through Snapshot.
+type Entry struct {
+	Name         string
+	Type         byte // 'J' int64, 'B' byte array (strings)
+	Units        Units
+	Variability  Variability
+	VectorLength int // 0 for a scalar
+	dataOff      int // absolute offset of the value in the file
+}
+
+// Snapshot is one parsed copy of a perf data file. It is immutable and safe for concurrent use.
+type Snapshot struct {
+	Header Header
+	// Truncated is set when the walk stopped before NumEntries entries (a counted entry not
+	// yet written, or a short read); the entries found are still valid.
+	Truncated bool
+	layout    *layout
+	data      []byte
+	order     binary.ByteOrder
+}
+
+// layout is the result of walking the entries; it is shared by snapshots of the same file as
+// long as the header says no entry was added.
+type layout struct {
+	entries []Entry
+	index   map[string]int
+	end     int // end of the last entry walked
+}
+
+// Parse parses a perf data file held in b. b is retained: do not modify it afterwards.
+func Parse(b []byte) (*Snapshot, error) {
+	h, order, err := parseHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	l, truncated := walk(b, h, order)
+	return &Snapshot{Header: h, Truncated: truncated, layout: l, data: b, order: order}, nil
+}
+
+// Reparse parses b, a newer read of the same file, reusing the entry layout of s when the
+// header shows that no entry was added since (same entry count and mod time stamp). That makes
+// a scrape's re-read a header check plus value lookups instead of a walk of every entry.
+func (s *Snapshot) Reparse(b []byte) (*Snapshot, error) {
+	if s == nil {
+		return Parse(b)
+	}
+	h, order, err := parseHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	if h.NumEntries == s.Header.NumEntries && h.ModTimeStamp == s.Header.ModTimeStamp &&
+		h.BigEndian == s.Header.BigEndian && h.EntryOffset == s.Header.EntryOffset &&
+		!s.Truncated && s.layout.end <= len(b) {
+		return &Snapshot{Header: h, layout: s.layout, data: b, order: order}, nil
+	}
+	return Parse(b)
+}
+
+// ReadFile reads and parses the perf data file at path, bounded in time by ctx and in size by
+// MaxFileSize. Errors from opening the file (os.ErrNotExist, os.ErrPermission) are returned
+// wrapped so errors.Is works.
+func ReadFile(ctx context.Context, path string) (*Snapshot, error) {
+	b, err := procread.ReadFile(ctx, path, MaxFileSize)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func parseHeader(b []byte) (Header, binary.ByteOrder, error) {
+	var h Header
+	if len(b) < headerSize {
+		if len(b) >= 4 && !bytes.Equal(b[:4], magic) {
+			return h, nil, ErrMagic
+		}
+		return h, nil, ErrShort
+	}
+	if !bytes.Equal(b[:4], magic) {
+		return h, nil, ErrMagic
+	}
+	var order binary.ByteOrder = binary.LittleEndian
+	if b[4] == 0 {
+		order = binary.BigEndian
+		h.BigEndian = true
+	}
+	h.Major, h.Minor = b[5], b[6]
+	if h.Major != 2 {
+		return h, nil, fmt.Errorf("%w %d.%d", ErrVersion, h.Major, h.Minor)
+	}
+	h.Accessible = b[7] != 0
+	h.Used = order.Uint32(b[8:])
+	h.Overflow = order.Uint32(b[12:])
+	h.ModTimeStamp = int64(order.Uint64(b[16:]))
+	h.EntryOffset = order.Uint32(b[24:])
+	h.NumEntries = order.Uint32(b[28:])
+	return h, order, nil
+}
+
+// walk collects the entries. Any inconsistency ends the walk instead of failing the parse: the
+// writer appends entries and bumps the count before or after filling them in.
+func walk(b []byte, h Header, order binary.ByteOrder) (*layout, bool) {
+	limit := len(b)
+	if h.Used >= headerSize && int64(h.Used) < int64(limit) {
+		limit = int(h.Used)
+	}
+	// Each entry takes at least a header, which bounds the allocation on garbage counts.
+	n := int(min(int64(h.NumEntries), int64(limit/entryHeaderSize)))
+	l := &layout{entries: make([]Entry, 0, n), index: make(map[string]int, n)}
+	off := int64(h.EntryOffset)
+	l.end = int(min(off, int64(limit)))
+	for i := uint32(0); i < h.NumEntries; i++ {
+		if off < headerSize || off+entryHeaderSize > int64(limit) {
+			return l, true
+		}
+		e := b[off:]
+		length := int64(order.Uint32(e[0:]))
+		nameOff := int64(order.Uint32(e[4:]))
+		vecLen := int64(order.Uint32(e[8:]))
+		dataOff := int64(order.Uint32(e[16:]))
+		if length < entryHeaderSize || off+length > int64(limit) ||
+			nameOff < entryHeaderSize || nameOff >= length || dataOff < nameOff || dataOff > length {
+			return l, true
+		}
+		ent := Entry{
+			Type:        e[12],
+			Units:       Units(e[14]),
+			Variability: Variability(e[15]),
+		}
+		nameBytes := e[nameOff:length]
+		if j := bytes.IndexByte(nameBytes, 0); j >= 0 {
+			nameBytes = nameBytes[:j]
+		} else {
+			return l, true // a name without its NUL is still being written
+		}
+		ent.Name = string(nameBytes)
+		size := int64(8)
+		switch ent.Type {
+		case 'J':
+			if vecLen > 0 {
+				size = 8 * vecLen
+			}
+		case 'B':
+			size = vecLen
+		default:
+			size = 0
+		}
+		if vecLen > 0 {
+			ent.VectorLength = int(min(vecLen, math.MaxInt32))
+		}
+		if dataOff+size > length {
+			return l, true
+		}
+		ent.dataOff = int(off + dataOff)
+		if ent.Name != "" {
+			if _, dup := l.index[ent.Name]; !dup {
+				l.index[ent.Name] = len(l.entries)
+				l.entries = append(l.entries, ent)
+			}
+		}
+		off += length
+		l.end = int(off)
+	}
+	return l, false
+}
+
+// Entries lists the entries in file order.
+func (s *Snapshot) Entries() []Entry {
+	return append([]Entry(nil), s.layout.entries...)
+}
+
+// Names lists the entry names, sorted.
+func (s *Snapshot) Names() []string {
+	out := make([]string, 0, len(s.layout.entries))
+	for _, e := range s.layout.entries {
+		out = append(out, e.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Len is the number of entries found.
+func (s *Snapshot) Len() int { return len(s.layout.entries) }
+
+// Lookup returns the entry called name.
+func (s *Snapshot) Lookup(name string) (Entry, bool) {
+	i, ok := s.layout.index[name]
+	if !ok {
+		return Entry{}, false
+	}
+	return s.layout.entries[i], true
+}
+
+// Int returns a scalar 'J' counter.
+func (s *Snapshot) Int(name string) (int64, bool) {
+	e, ok := s.Lookup(name)
+	if !ok || e.Type != 'J' || e.VectorLength != 0 || e.dataOff+8 > len(s.data) {
+		return 0, false
+	}
+	return int64(s.order.Uint64(s.data[e.dataOff:])), true
+}
+
+// String returns a 'B' entry as a string, cut at the first NUL (a torn string shows as a
+// shorter or mixed value, never as an error) and capped in length.
+func (s *Snapshot) String(name string) (string, bool) {
+	e, ok := s.Lookup(name)
+	if !ok || e.Type != 'B' {
+		return "", false
+	}
+	end := min(e.dataOff+min(e.VectorLength, maxString), len(s.data))
+	if e.dataOff > end {
+		return "", false
+	}
+	v := s.data[e.dataOff:end]
+	if j := bytes.IndexByte(v, 0); j >= 0 {
+		v = v[:j]
+	}
+	return string(v), true
+}
+
+// Seconds returns a ticks counter converted with sun.os.hrt.frequency.
+func (s *Snapshot) Seconds(name string) (float64, bool) {
+	v, ok := s.Int(name)
+	if !ok {
+		return 0, false
+	}
+	f, ok := s.Frequency()
+	if !ok {
+		return 0, false
+	}
+	return float64(v) / float64(f), true
+}
+
+// Frequency is sun.os.hrt.frequency, the tick rate of every ticks counter.
+func (s *Snapshot) Frequency() (int64, bool) {
+	f, ok := s.Int("sun.os.hrt.frequency")
+	if !ok || f <= 0 {
+		return 0, false
+	}
+	return f, true
+}
+
+// SameLayout reports whether o reuses the entry layout of s (Reparse found no new entries).
+func (s *Snapshot) SameLayout(o *Snapshot) bool {
+	return s != nil && o != nil && s.layout == o.layout
+}

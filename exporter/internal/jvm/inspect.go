@@ -1,0 +1,353 @@
+package jvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/hsperfdata"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+)
+
+// ErrNotJVM is returned by Inspect for a process that is not a HotSpot JVM.
+var ErrNotJVM = errors.New("not a JVM")
+
+// Info is what Inspect learns about one JVM.
+type Info struct {
+	PID, NSPid int
+	// StartTicks is field 22 of /proc/<pid>/stat: with PID it identifies the process.
+	StartTicks uint64
+	// Main is the main class or jar base name (never arguments).
+	Main    string
+	Version Version
+	VMName  string
+	GC      GC
+	// GCSource is "flag", "perfdata" or "default".
+	GCSource  string
+	Flags     Flags
+	CPUCount  int
+	CPUSource CPUSource
+	// Configured are the pool sizes HotSpot derived from CPUCount (not live threads).
+	Configured Threads
+	// Threads counts live threads by kind from /proc/<pid>/task/*/comm.
+	Threads ThreadCounts
+	// PerfData is nil when Unavailable is set.
+	PerfData    *hsperfdata.Snapshot
+	Counters    *Counters
+	Unavailable *UnavailableError
+}
+
+// PerfDataAvailable reports whether counters were read.
+func (i *Info) PerfDataAvailable() bool { return i.PerfData != nil }
+
+// Inspect gathers Info for one pid with no cache. See Inspector.
+func Inspect(ctx context.Context, procfs string, pid int, cg CgroupCPU) (*Info, error) {
+	return (&Inspector{Procfs: procfs}).Inspect(ctx, pid, cg)
+}
+
+// Inspector inspects JVMs and caches, per (pid, start time), what does not change while a JVM
+// runs (flags, main class, version) and the perf data layout, so a scrape re-reads one 32 KiB
+// file and a handful of /proc files. Safe for concurrent use.
+type Inspector struct {
+	Procfs string
+
+	mu       sync.Mutex
+	cache    map[cacheKey]*cached
+	bootTime float64 // /proc/stat btime, read once
+}
+
+type cacheKey struct {
+	pid   int
+	start uint64
+}
+
+type cached struct {
+	snap *hsperfdata.Snapshot
+	main string
+	// flags and version from perf data are final; from the cmdline they are kept until perf
+	// data shows up.
+	fromPerf bool
+	flags    Flags
+	version  Version
+	vmName   string
+}
+
+// Forget drops cached state of processes not in alive (call after each scrape).
+func (in *Inspector) Forget(alive func(pid int) bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for k := range in.cache {
+		if !alive(k.pid) {
+			delete(in.cache, k)
+		}
+	}
+}
+
+// Inspect gathers Info for one pid. Errors wrap os.ErrNotExist when the process vanished and
+// os.ErrPermission when its /proc files cannot be read; ErrNotJVM when it is no JVM. Absent
+// perf data is not an error: Info.Unavailable says why.
+func (in *Inspector) Inspect(ctx context.Context, pid int, cg CgroupCPU) (*Info, error) {
+	procfs := in.Procfs
+	if procfs == "" {
+		procfs = "/proc"
+	}
+	st, err := readStatus(ctx, procfs, pid)
+	if err != nil {
+		return nil, err
+	}
+	isJVM, exe, err := detectJVM(ctx, procfs, pid)
+	if err != nil {
+		return nil, err
+	}
+	if !isJVM {
+		return nil, ErrNotJVM
+	}
+	start, err := readStartTicks(ctx, procfs, pid)
+	if err != nil {
+		return nil, err
+	}
+	info := &Info{PID: pid, NSPid: st.NSPid, StartTicks: start}
+	key := cacheKey{pid, start}
+	in.mu.Lock()
+	c := in.cache[key]
+	in.mu.Unlock()
+	if c == nil {
+		c = &cached{}
+	} else {
+		cc := *c
+		c = &cc
+	}
+
+	// Perf data first: it carries flags from JAVA_TOOL_OPTIONS that the cmdline lacks.
+	path, err := findPerfData(ctx, procfs, pid, st)
+	if err == nil {
+		var snap *hsperfdata.Snapshot
+		var b []byte
+		b, err = procread.ReadFile(ctx, path, hsperfdata.MaxFileSize)
+		if err == nil {
+			snap, err = c.snap.Reparse(b)
+			if err != nil {
+				err = &UnavailableError{Reason: ReasonInvalid, Err: err}
+			} else if !snap.Header.Accessible {
+				err = &UnavailableError{Reason: ReasonNotReady}
+			}
+		} else if errors.Is(err, os.ErrPermission) {
+			err = &UnavailableError{Reason: ReasonUnreadable, Err: err}
+		} else if errors.Is(err, os.ErrNotExist) {
+			err = &UnavailableError{Reason: ReasonNotFound, Err: err}
+		} else {
+			err = &UnavailableError{Reason: ReasonUnreadable, Err: err}
+		}
+		if err == nil && in.stale(ctx, procfs, snap, start) {
+			err = &UnavailableError{Reason: ReasonStale}
+		}
+		if err == nil {
+			info.PerfData = snap
+			c.snap = snap
+		}
+	}
+	var ue *UnavailableError
+	if err != nil && !errors.As(err, &ue) {
+		return nil, err // the process vanished or procread timed out
+	}
+
+	if info.PerfData != nil && !c.fromPerf {
+		s := info.PerfData
+		c.fromPerf = true
+		args, _ := s.String("java.rt.vmArgs")
+		c.flags = ParseVMArgs(args)
+		cmd, _ := s.String("sun.rt.javaCommand")
+		c.main = MainFromJavaCommand(cmd)
+		c.vmName, _ = s.String("java.property.java.vm.name")
+		if v, ok := s.String("java.property.java.version"); ok {
+			c.version, _ = ParseVersion(v)
+		}
+		if !c.version.Known() {
+			if v, ok := s.Int("sun.rt.jvmVersion"); ok {
+				c.version, _ = VersionFromPerfData(v)
+			}
+		}
+	} else if info.PerfData == nil && !c.fromPerf && c.flags == (Flags{}) {
+		c.flags, c.main = flagsFromProc(ctx, procfs, pid)
+		c.version = versionFromRelease(ctx, procfs, pid, exe)
+	}
+	in.mu.Lock()
+	if in.cache == nil {
+		in.cache = map[cacheKey]*cached{}
+	}
+	in.cache[key] = c
+	in.mu.Unlock()
+
+	info.Main, info.Flags, info.Version, info.VMName = c.main, c.flags, c.version, c.vmName
+	if ue != nil {
+		if ue.Reason == ReasonNotFound {
+			if info.Flags.PerfDataDisabled() {
+				ue.Reason = ReasonDisabled
+			} else if has, ok := hasPasswdEntry(ctx, procfs, pid, st.UID); ok && !has {
+				ue.Reason = ReasonNoUser
+			}
+		}
+		info.Unavailable = ue
+	}
+	if info.PerfData != nil {
+		cn := ReadCounters(info.PerfData)
+		info.Counters = &cn
+	}
+
+	if cg.Affinity <= 0 {
+		cg.Affinity = st.Affinity
+	}
+	info.CPUCount, info.CPUSource = CPUCount(info.Version, info.Flags, cg)
+	info.GC, info.GCSource = info.Flags.GC, "flag"
+	if info.GC == GCZ && (info.Flags.ZGenerational == On || info.Version.Feature >= 24) {
+		info.GC = GCZGenerational // JDK 23 made it the default, 24 the only mode
+	}
+	if info.GC == GCZ && info.Counters != nil {
+		if g := GCFromCollectors(info.Counters.CollectorNames); g == GCZGenerational {
+			info.GC = g
+		}
+	}
+	if info.GC == GCUnknown && info.Counters != nil {
+		info.GC, info.GCSource = GCFromCollectors(info.Counters.CollectorNames), "perfdata"
+	}
+	if info.GC == GCUnknown {
+		info.GC, info.GCSource = DefaultGC(info.CPUCount, cg.MemoryLimitBytes), "default"
+	}
+	maxHeap := info.Flags.MaxHeapBytes
+	if maxHeap <= 0 && info.Counters != nil {
+		maxHeap = info.Counters.HeapMaxBytes
+	}
+	if maxHeap <= 0 && cg.MemoryLimitBytes > 0 {
+		maxHeap = cg.MemoryLimitBytes / 4 // MaxRAMPercentage=25
+	}
+	info.Configured = ConfiguredThreads(info.Version, info.GC, info.CPUCount, info.Flags, maxHeap)
+
+	info.Threads, err = CountThreads(ctx, procfs, pid)
+	if err != nil {
+		return nil, vanished(err)
+	}
+	return info, nil
+}
+
+// detectJVM decides that pid is a JVM when its executable is named java or, when the exe link
+// cannot be read (another user's process without CAP_SYS_PTRACE), its comm is "java". Custom
+// launchers embedding libjvm.so are not detected: finding them needs /proc/<pid>/maps, which
+// takes the target's mmap lock on every scrape.
+func detectJVM(ctx context.Context, procfs string, pid int) (bool, string, error) {
+	base := filepath.Join(procfs, strconv.Itoa(pid))
+	exe, err := procread.Do(ctx, func() (string, error) { return os.Readlink(filepath.Join(base, "exe")) })
+	if err == nil {
+		exe = strings.TrimSuffix(exe, " (deleted)")
+		if filepath.Base(exe) == "java" {
+			return true, exe, nil
+		}
+	}
+	comm, err := procread.ReadFile(ctx, filepath.Join(base, "comm"), 64)
+	if err != nil {
+		return false, "", vanished(err)
+	}
+	return string(bytes.TrimSpace(comm)) == "java", "", nil
+}
+
+// readStartTicks reads the start time (field 22) of /proc/<pid>/stat.
+func readStartTicks(ctx context.Context, procfs string, pid int) (uint64, error) {
+	b, err := procread.ReadFile(ctx, filepath.Join(procfs, strconv.Itoa(pid), "stat"), 4096)
+	if err != nil {
+		return 0, vanished(err)
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("stat of %d: no comm", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("stat of %d: %d fields", pid, len(f))
+	}
+	return strconv.ParseUint(f[19], 10, 64) // field 22, counted from field 3 after comm
+}
+
+const maxCmdline = 256 << 10
+
+// flagsFromProc parses flags from the environment variables the JVM reads and the cmdline, in
+// HotSpot's order (JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS, command line, _JAVA_OPTIONS), when
+// there is no perf data. Unreadable environ (no ptrace access) is skipped.
+func flagsFromProc(ctx context.Context, procfs string, pid int) (Flags, string) {
+	f := NoFlags()
+	env, _ := procenv.Lookup(ctx, procfs, pid, "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+	f.Apply(strings.Fields(env["JAVA_TOOL_OPTIONS"]))
+	f.Apply(strings.Fields(env["JDK_JAVA_OPTIONS"]))
+	var main string
+	if b, err := procread.ReadFile(ctx, filepath.Join(procfs, strconv.Itoa(pid), "cmdline"), maxCmdline); err == nil {
+		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(argv) > 1 {
+			var opts []string
+			opts, main = ParseCmdline(argv[1:])
+			f.Apply(opts)
+		}
+	}
+	f.Apply(strings.Fields(env["_JAVA_OPTIONS"]))
+	return f, main
+}
+
+// versionFromRelease reads JAVA_VERSION from the release file next to the java binary
+// (<java.home>/release), through the process's root.
+func versionFromRelease(ctx context.Context, procfs string, pid int, exe string) Version {
+	if exe == "" {
+		return Version{}
+	}
+	p := filepath.Join(procfs, strconv.Itoa(pid), "root", filepath.Dir(filepath.Dir(exe)), "release")
+	b, err := procread.ReadFile(ctx, p, 64<<10)
+	if err != nil {
+		return Version{}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "JAVA_VERSION="); ok {
+			ver, _ := ParseVersion(strings.Trim(v, `"`))
+			return ver
+		}
+	}
+	return Version{}
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture the exporter runs on.
+const clockTicks = 100
+
+// stale reports whether snap was written by an earlier process with the same pid (a JVM killed
+// with SIGKILL leaves its file): its VM start time is well before this process started.
+func (in *Inspector) stale(ctx context.Context, procfs string, snap *hsperfdata.Snapshot, startTicks uint64) bool {
+	ms, ok := snap.Int("sun.rt.createVmBeginTime")
+	if !ok || ms <= 0 {
+		return false
+	}
+	in.mu.Lock()
+	bt := in.bootTime
+	in.mu.Unlock()
+	if bt == 0 {
+		b, err := procread.ReadFile(ctx, filepath.Join(procfs, "stat"), 1<<20)
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "btime "); ok {
+				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				bt = n
+			}
+		}
+		if bt == 0 {
+			return false
+		}
+		in.mu.Lock()
+		in.bootTime = bt
+		in.mu.Unlock()
+	}
+	procStart := bt + float64(startTicks)/clockTicks
+	// Slack for btime's one-second resolution and clock adjustments.
+	return float64(ms)/1e3 < procStart-10
+}

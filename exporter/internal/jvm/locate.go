@@ -1,0 +1,203 @@
+package jvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+)
+
+// Reason says why a JVM has no usable perf data. None of these is a failure of the reader.
+type Reason string
+
+// Reasons for absent perf data.
+const (
+	ReasonDisabled   Reason = "disabled"        // -XX:-UsePerfData or -XX:+PerfDisableSharedMem
+	ReasonNoUser     Reason = "no_passwd_entry" // the JVM's uid has no passwd entry (random uids)
+	ReasonNotFound   Reason = "not_found"       // not created yet, or /tmp not reachable
+	ReasonNotReady   Reason = "not_ready"       // file exists, VM still initialising
+	ReasonUnreadable Reason = "unreadable"      // permission denied
+	ReasonStale      Reason = "stale"           // left by an earlier process with this pid
+	ReasonInvalid    Reason = "invalid"         // not a perf data file
+)
+
+// UnavailableError reports absent perf data with its reason; Err is the underlying error, if any
+// (errors.Is(err, os.ErrPermission) works through it).
+type UnavailableError struct {
+	Reason Reason
+	Err    error
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Err != nil {
+		return "perf data unavailable (" + string(e.Reason) + "): " + e.Err.Error()
+	}
+	return "perf data unavailable (" + string(e.Reason) + ")"
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// maxStatus caps /proc/<pid>/status and passwd reads.
+const (
+	maxStatus = 64 << 10
+	maxPasswd = 1 << 20
+)
+
+// procStatus holds the few /proc/<pid>/status fields used here.
+type procStatus struct {
+	NSPid    int // pid in the innermost pid namespace (last NSpid field)
+	UID      int // effective uid
+	Affinity int // CPUs in Cpus_allowed_list
+}
+
+func readStatus(ctx context.Context, procfs string, pid int) (procStatus, error) {
+	b, err := procread.ReadFile(ctx, filepath.Join(procfs, strconv.Itoa(pid), "status"), maxStatus)
+	if err != nil {
+		return procStatus{}, vanished(err)
+	}
+	return parseStatus(b, pid), nil
+}
+
+func parseStatus(b []byte, pid int) procStatus {
+	st := procStatus{NSPid: pid, UID: -1}
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte{':'})
+		if !ok {
+			continue
+		}
+		f := strings.Fields(string(v))
+		switch string(k) {
+		case "NSpid":
+			if len(f) > 0 {
+				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+					st.NSPid = n
+				}
+			}
+		case "Uid":
+			if len(f) > 1 {
+				if n, err := strconv.Atoi(f[1]); err == nil {
+					st.UID = n
+				}
+			}
+		case "Cpus_allowed_list":
+			if len(f) > 0 {
+				st.Affinity = CountCPUList(f[0])
+			}
+		}
+	}
+	return st
+}
+
+// CountCPUList counts the CPUs in a list like "0-3,8,10-11".
+func CountCPUList(s string) int {
+	n := 0
+	for _, r := range strings.Split(strings.TrimSpace(s), ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<20 {
+				continue
+			}
+		}
+		n += b - a + 1
+	}
+	return n
+}
+
+// vanished maps a process that went away to os.ErrNotExist (ESRCH shows up on some reads).
+func vanished(err error) error {
+	if errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%w: %w", os.ErrNotExist, err)
+	}
+	return err
+}
+
+// FindPerfData locates the perf data file of host pid through its root:
+// <procfs>/<pid>/root/tmp/hsperfdata_*/<nspid>. With several candidates (several users' dirs
+// in a shared /tmp) the one owned by the process's uid wins. Absence is an *UnavailableError
+// with ReasonNotFound or ReasonUnreadable; Inspect refines the reason.
+func FindPerfData(ctx context.Context, procfs string, pid int) (string, error) {
+	st, err := readStatus(ctx, procfs, pid)
+	if err != nil {
+		return "", err
+	}
+	return findPerfData(ctx, procfs, pid, st)
+}
+
+func findPerfData(ctx context.Context, procfs string, pid int, st procStatus) (string, error) {
+	tmp := filepath.Join(procfs, strconv.Itoa(pid), "root", "tmp")
+	return procread.Do(ctx, func() (string, error) {
+		ents, err := os.ReadDir(tmp)
+		if err != nil {
+			if errors.Is(err, fs.ErrPermission) {
+				return "", &UnavailableError{Reason: ReasonUnreadable, Err: err}
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				if _, serr := os.Stat(filepath.Join(procfs, strconv.Itoa(pid))); serr != nil {
+					return "", vanished(serr) // the process, not the file, is gone
+				}
+			}
+			return "", &UnavailableError{Reason: ReasonNotFound, Err: err}
+		}
+		var found string
+		var permErr error
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), "hsperfdata_") {
+				continue
+			}
+			p := filepath.Join(tmp, e.Name(), strconv.Itoa(st.NSPid))
+			fi, err := os.Stat(p)
+			if err != nil {
+				if errors.Is(err, fs.ErrPermission) {
+					permErr = err
+				}
+				continue
+			}
+			if !fi.Mode().IsRegular() {
+				continue
+			}
+			if sys, ok := fi.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == st.UID {
+				return p, nil
+			}
+			if found == "" {
+				found = p
+			}
+		}
+		if found != "" {
+			return found, nil
+		}
+		if permErr != nil {
+			return "", &UnavailableError{Reason: ReasonUnreadable, Err: permErr}
+		}
+		return "", &UnavailableError{Reason: ReasonNotFound}
+	})
+}
+
+// hasPasswdEntry reports whether uid is in the process's /etc/passwd. ok is false when that
+// cannot be told (no readable file: NSS may resolve it some other way).
+func hasPasswdEntry(ctx context.Context, procfs string, pid, uid int) (has, ok bool) {
+	b, err := procread.ReadFile(ctx, filepath.Join(procfs, strconv.Itoa(pid), "root", "etc", "passwd"), maxPasswd)
+	if err != nil || uid < 0 {
+		return false, false
+	}
+	want := strconv.Itoa(uid)
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		f := bytes.SplitN(line, []byte{':'}, 4)
+		if len(f) >= 3 && string(f[2]) == want {
+			return true, true
+		}
+	}
+	return false, true
+}
