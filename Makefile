@@ -77,7 +77,7 @@ lint:
 bench:
 	@echo "== make bench: see docs/performance.md; -count 3 because other work makes timings noisy (read the best); root-only benchmarks skip unless root (fail under CI=true)"
 	@echo "== cgroup scrape vs read floor (100/1000/5000 cgroups)"
-	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -benchtime 10x -bench '^Benchmark(Scrape|ScrapeWalkPerCollector|Discover|ReadFloor|ReadFloorRaw)$$' ./exporter/collector/
+	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -benchtime 10x -bench '^Benchmark(Scrape|ScrapeWalkPerCollector|Discover|ReadFloor|ReadFloorRaw|ReadFloorRawAt)$$' ./exporter/collector/
 	@echo "== throttling sampler: one window over 1000 cgroups (fixture; real v1 kernfs, root)"
 	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -benchtime 1s -bench '^BenchmarkSamplerWindow' ./exporter/collector/
 	@echo "== process and runtime collectors: 500 fixture processes; this host with 4 real JVMs (root, JDK)"

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"syscall"
 )
 
 // Cgroup is one watched cgroup.
@@ -108,13 +109,14 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 // hasProcs reports whether cgroup.procs lists any process; it reads only the first bytes
 // (the root cgroup may list every process of the host).
 func hasProcs(dir string) (bool, error) {
-	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	path := filepath.Join(dir, "cgroup.procs")
+	fd, err := openReadOnly(path)
 	if err != nil {
-		return false, err
+		return false, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer f.Close()
+	defer syscall.Close(fd)
 	var b [16]byte
-	n, _ := f.Read(b[:])
+	n, _ := syscall.Read(fd, b[:])
 	return n > 0, nil
 }
 

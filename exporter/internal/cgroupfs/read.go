@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -20,14 +19,16 @@ const maxFileSize = 64 << 10
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-// readFile reads a small control file into a pooled buffer and passes it to parse. It avoids
-// os.ReadFile's stat and allocation, which dominate a scrape of thousands of tiny files.
+// readFile reads a small control file into a pooled buffer and passes it to parse. It uses
+// raw open/read/close: os.Open adds fcntl and epoll calls (about 8 system calls per file on
+// a VM) and os.ReadFile a stat and an allocation, which dominate a scrape of thousands of
+// tiny files. A read shorter than the buffer is the end: control files are generated whole.
 func readFile(path string, parse func([]byte) error) error {
-	f, err := os.Open(path)
+	fd, err := openReadOnly(path)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer f.Close()
+	defer syscall.Close(fd)
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	b := (*bp)[:0]
@@ -38,13 +39,17 @@ func readFile(path string, parse func([]byte) error) error {
 			}
 			b = append(b, 0)[:len(b)]
 		}
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF || (err == nil && n == 0) {
-			break
+		room := cap(b) - len(b)
+		n, err := syscall.Read(fd, b[len(b):cap(b)])
+		if err == syscall.EINTR {
+			continue
 		}
 		if err != nil {
-			return err
+			return &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		b = b[:len(b)+n]
+		if n == 0 || n < room {
+			break
 		}
 	}
 	*bp = b
@@ -52,6 +57,15 @@ func readFile(path string, parse func([]byte) error) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+func openReadOnly(path string) (int, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
 }
 
 // readUint reads a file holding one unsigned number.
