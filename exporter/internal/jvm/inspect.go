@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/hsperfdata"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
@@ -77,7 +78,16 @@ type cached struct {
 	flags    Flags
 	version  Version
 	vmName   string
+	// Thread kinds are re-counted (one comm read per thread) only when the thread count
+	// changes or threadRecount has passed: a JVM may have hundreds of threads.
+	threads   ThreadCounts
+	threadsN  int
+	threadsAt time.Time
 }
+
+// threadRecount bounds how stale cached thread kinds may get while the count is unchanged
+// (a thread may exit and another start between two scrapes).
+const threadRecount = 30 * time.Second
 
 // Forget drops cached state of processes not in alive (call after each scrape).
 func (in *Inspector) Forget(alive func(pid int) bool) {
@@ -116,14 +126,11 @@ func (in *Inspector) Inspect(ctx context.Context, pid int, cg CgroupCPU) (*Info,
 	info := &Info{PID: pid, NSPid: st.NSPid, StartTicks: start}
 	key := cacheKey{pid, start}
 	in.mu.Lock()
-	c := in.cache[key]
-	in.mu.Unlock()
-	if c == nil {
-		c = &cached{}
-	} else {
-		cc := *c
-		c = &cc
+	c := &cached{}
+	if old := in.cache[key]; old != nil {
+		*c = *old // copied under the lock, which also guards the thread-count update below
 	}
+	in.mu.Unlock()
 
 	// Perf data first: it carries flags from JAVA_TOOL_OPTIONS that the cmdline lacks.
 	path, err := findPerfData(ctx, procfs, pid, st)
@@ -229,10 +236,17 @@ func (in *Inspector) Inspect(ctx context.Context, pid int, cg CgroupCPU) (*Info,
 	}
 	info.Configured = ConfiguredThreads(info.Version, info.GC, info.CPUCount, info.Flags, maxHeap)
 
+	if c.threads != nil && c.threadsN == st.Threads && time.Since(c.threadsAt) < threadRecount {
+		info.Threads = c.threads
+		return info, nil
+	}
 	info.Threads, err = CountThreads(ctx, procfs, pid)
 	if err != nil {
 		return nil, vanished(err)
 	}
+	in.mu.Lock()
+	c.threads, c.threadsN, c.threadsAt = info.Threads, st.Threads, time.Now()
+	in.mu.Unlock()
 	return info, nil
 }
 

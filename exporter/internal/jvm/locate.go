@@ -56,6 +56,7 @@ type procStatus struct {
 	NSPid    int // pid in the innermost pid namespace (last NSpid field)
 	UID      int // effective uid
 	Affinity int // CPUs in Cpus_allowed_list
+	Threads  int // Threads: line
 }
 
 func readStatus(ctx context.Context, procfs string, pid int) (procStatus, error) {
@@ -86,6 +87,10 @@ func parseStatus(b []byte, pid int) procStatus {
 				if n, err := strconv.Atoi(f[1]); err == nil {
 					st.UID = n
 				}
+			}
+		case "Threads":
+			if len(f) > 0 {
+				st.Threads, _ = strconv.Atoi(f[0])
 			}
 		case "Cpus_allowed_list":
 			if len(f) > 0 {
