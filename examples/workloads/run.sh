@@ -5,14 +5,17 @@
 # memory limit where it matters), so that the five field reports in ../../shared/seeds happen
 # for real on this host. Needs root. Without scenario names it acts on all of them.
 #
-#   cgroup v1: /sys/fs/cgroup/{cpu,cpuacct,memory}/quota-demo/<scenario>
+#   cgroup v1: /sys/fs/cgroup/{cpu,cpuacct,cpuset,memory}/quota-demo/<scenario>
 #   cgroup v2: <cgroup2 mount>/quota-demo/<scenario>, when a cgroup2 mount has the cpu controller
+#   (quota-demo is $QUOTA_DEMO_CGROUP when set)
 #
 # start is idempotent (a running scenario is left alone, leftovers of a failed run are cleaned
 # first) and a scenario that fails to start is removed again; stop kills what runs in the
 # cgroups and removes them, whether or not start completed.
 #
 # Environment: QUOTA_DEMO_DIR (build output, logs and pid files; default /tmp/quota-demo),
+# QUOTA_DEMO_CGROUP (name of the parent cgroup, default quota-demo: a second stack, such as the
+# end-to-end test next to a running demo, uses its own so neither touches the other's cgroups),
 # QUOTA_US_<scenario, '-' as '_'> overrides a scenario's quota in µs per 100 ms period, e.g.
 # QUOTA_US_jvm_gc_storm=300000 for the 3-core quota of the LinkedIn case on a bigger host.
 set -euo pipefail
@@ -23,8 +26,9 @@ BUILD=$STATE/build
 LOGS=$STATE/logs
 PIDS=$STATE/pids
 V1=/sys/fs/cgroup
-V1_CONTROLLERS=(cpu cpuacct memory)
-PARENT=quota-demo
+V1_CONTROLLERS=(cpu cpuacct cpuset memory)
+PARENT=${QUOTA_DEMO_CGROUP:-quota-demo}
+[[ $PARENT =~ ^[A-Za-z0-9._-]+$ ]] || { echo "run.sh: bad QUOTA_DEMO_CGROUP '$PARENT'" >&2; exit 1; }
 PERIOD_US=100000
 
 ALL=(jvm-gc-storm jvm-warmup go-gomaxprocs rss-creep rss-creep-control kernel-contention jvm-healthy go-healthy)
@@ -157,6 +161,14 @@ create_cgroups() {
 		if ((MEM_LIMIT > 0)) && [[ -e $v2/$PARENT/$name/memory.max ]]; then
 			echo "$MEM_LIMIT" >"$v2/$PARENT/$name/memory.max"
 		fi
+	fi
+	if [[ -d $V1/cpuset/$PARENT/$name ]]; then
+		# v1 cpuset: a new cgroup has no CPUs or memory nodes until given its parent's.
+		local f
+		for f in cpuset.cpus cpuset.mems; do
+			cat "$V1/cpuset/$f" >"$V1/cpuset/$PARENT/$f"
+			cat "$V1/cpuset/$f" >"$V1/cpuset/$PARENT/$name/$f"
+		done
 	fi
 	if [[ -d $V1/cpu/$PARENT/$name ]]; then
 		echo "$PERIOD_US" >"$V1/cpu/$PARENT/$name/cpu.cfs_period_us"

@@ -44,7 +44,7 @@ static void *churn(void *arg) {
 				free(batch[i]);
 			}
 		}
-		usleep(1000); // light CPU: this case is about memory, not throttling
+		usleep(20000); // light CPU (a few % of a core): this case is about memory, not throttling
 	}
 	return NULL;
 }

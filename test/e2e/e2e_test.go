@@ -1,0 +1,420 @@
+// Package e2e is the end-to-end test: the five field reports reproduced by the workloads of
+// examples/workloads in real cgroups on this host, scraped by the real exporter and a real
+// Prometheus evaluating the mixin's rules (with a shortened _config), paged through a real
+// Alertmanager to a webhook receiver. See stack for the pipeline and cmd/demo for `make demo`.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/e2e/stack"
+)
+
+const (
+	alertTimeout = 6 * time.Minute   // every expected alert must reach the webhook within this
+	minObserve   = 150 * time.Second // the controls are watched at least this long
+)
+
+// require skips the test locally and fails it on CI (CI=true), as the exporter's testutil does.
+func require(t *testing.T, ok bool, reason string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("required on CI: %s", reason)
+	}
+	t.Skipf("skipped: %s", reason)
+}
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// expectation: the alert (any of names) a scenario must raise, and what its description
+// must say. limit is the scenario's CPU limit in cores as the description prints it (%.2g).
+type expectation struct {
+	scenario   string
+	names      []string
+	process    string // the process label, for per-process alerts
+	severity   map[string]string
+	desc       func(limit string) []*regexp.Regexp
+	quotaCores float64
+}
+
+func lit(s string) *regexp.Regexp { return regexp.MustCompile(regexp.QuoteMeta(s)) }
+
+func expectations() []expectation {
+	cores := func(scenario string, def float64) float64 {
+		if us, ok := stack.SmallHostQuotas[scenario]; ok {
+			return float64(us) / 100000
+		}
+		return def
+	}
+	return []expectation{
+		{
+			scenario: "jvm-gc-storm", names: []string{"QuotaJVMGCThreadsExceedCPULimit"}, process: "GcStorm",
+			quotaCores: cores("jvm-gc-storm", 1),
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					lit("18 GC threads against a " + limit + "-core CPU limit"),
+					lit("JVM GcStorm sees 24 CPUs"),
+					regexp.MustCompile(`throttled in [0-9.]+% of periods`),
+				}
+			},
+		},
+		{
+			scenario: "jvm-warmup", names: []string{"QuotaCPUThrottlingDuringWarmup"},
+			quotaCores: cores("jvm-warmup", 1),
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					regexp.MustCompile(`was throttled in [0-9.]+% of its CFS periods`),
+					regexp.MustCompile(`Warmup \(jvm, started [^)]+ ago\)`),
+					lit("CPU limit " + limit + " cores"),
+				}
+			},
+		},
+		{
+			scenario: "go-gomaxprocs", names: []string{"QuotaGoMaxProcsExceedsCPULimit"}, process: "go-gomaxprocs",
+			quotaCores: 0.5,
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					lit("GOMAXPROCS=16 against a " + limit + "-core CPU limit"),
+					lit("is not container-aware"),
+				}
+			},
+		},
+		{
+			scenario: "rss-creep", names: []string{"QuotaMallocArenaBloat", "QuotaProcessRSSCreep"}, process: "rss_creep",
+			quotaCores: 1,
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{regexp.MustCompile(
+					`^\d+ glibc malloc arenas \(limit \d+, by default 8 per host CPU\) against a ` + regexp.QuoteMeta(limit) +
+						`-core CPU limit|RSS of rss_creep`)}
+			},
+		},
+		{
+			scenario: "kernel-contention", names: []string{"QuotaHighSystemCPUUnderQuota"},
+			quotaCores: cores("kernel-contention", 1),
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					regexp.MustCompile(`^System \(kernel\) time is [0-9.]+% of the CPU time`),
+					lit("cores used of a " + limit + "-core limit"),
+				}
+			},
+		},
+	}
+}
+
+func TestEndToEnd(t *testing.T) {
+	require(t, os.Geteuid() == 0, "needs root (cgroups, other processes' /proc files)")
+	_, err := os.Stat("/sys/fs/cgroup/cpu/cgroup.procs")
+	require(t, err == nil, "needs cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+	for _, tool := range []string{"java", "javac", "gcc", "go"} {
+		_, err := exec.LookPath(tool)
+		require(t, err == nil, tool+" not in PATH")
+	}
+	root := repoRoot(t)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+
+	st, err := stack.Start(ctx, stack.Options{
+		Root:        root,
+		MixinConfig: stack.TestConfig,
+		QuotaUS:     stack.SmallHostQuotas,
+		Logf:        t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Stop(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		for _, c := range []string{"cpu", "cpuacct", "cpuset", "memory"} {
+			if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", c, st.Cgroup)); err == nil {
+				t.Errorf("cgroup %s/%s still exists after Stop", c, st.Cgroup)
+			}
+		}
+	})
+	// Ctrl-C or a kill of `go test` must not leave workloads running in our cgroups.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; ok {
+			st.Stop()
+			os.Exit(2)
+		}
+	}()
+	up := time.Now()
+	t.Logf("stack up after %s: Prometheus %s, Alertmanager %s, exporter %s, webhook %s",
+		up.Sub(start).Round(time.Second), st.PromURL, st.AMURL, st.ExporterURL, st.Webhook.URL)
+
+	exps := expectations()
+	arrived := map[string]stack.Received{} // scenario -> first matching alert
+	deadline := up.Add(alertTimeout)
+	for {
+		for _, e := range exps {
+			if _, ok := arrived[e.scenario]; ok {
+				continue
+			}
+			for _, a := range st.Webhook.Alerts() {
+				if a.Status == "firing" && a.Labels["cgroup"] == st.CgroupOf(e.scenario) && contains(e.names, a.Labels["alertname"]) {
+					arrived[e.scenario] = a
+					t.Logf("%s: %s arrived at %s after %s", e.scenario, a.Labels["alertname"], a.Path, a.At.Sub(up).Round(time.Second))
+					break
+				}
+			}
+		}
+		if len(arrived) == len(exps) && time.Since(up) >= minObserve {
+			break
+		}
+		if gone := st.Exited(); len(gone) > 0 {
+			t.Fatalf("stack processes exited: %v", gone)
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Logf("workloads:\n%s", st.Status(ctx))
+
+	t.Run("alerts", func(t *testing.T) {
+		for _, e := range exps {
+			a, ok := arrived[e.scenario]
+			if !ok {
+				t.Errorf("%s: none of %v reached the webhook within %s; Prometheus: %s", e.scenario, e.names, alertTimeout, describeActive(ctx, st, e.scenario))
+				continue
+			}
+			checkAlert(t, st, e, a)
+		}
+	})
+
+	t.Run("controls silent", func(t *testing.T) {
+		for _, c := range stack.Controls {
+			for _, a := range st.Webhook.Alerts() {
+				if a.Labels["cgroup"] == st.CgroupOf(c) {
+					t.Errorf("control %s raised %s (%s): %s", c, a.Labels["alertname"], a.Status, a.Annotations["description"])
+				}
+			}
+			active, err := st.Alerts(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range active {
+				if a.Labels["cgroup"] == st.CgroupOf(c) {
+					if a.State == "firing" {
+						t.Errorf("control %s: %s firing in Prometheus: %s", c, a.Labels["alertname"], a.Annotations["description"])
+					} else {
+						t.Logf("control %s: %s %s (not firing)", c, a.Labels["alertname"], a.State)
+					}
+				}
+			}
+		}
+	})
+
+	t.Run("dashboards", func(t *testing.T) { checkDashboards(ctx, t, root, st) })
+
+	// The record: everything the receiver got.
+	var lines []string
+	for _, a := range st.Webhook.Alerts() {
+		lines = append(lines, fmt.Sprintf("+%s %s %s %s cgroup=%s process=%s severity=%s\n    %s\n    %s",
+			a.At.Sub(up).Round(time.Second), a.Path, a.Status, a.Labels["alertname"], a.Labels["cgroup"], a.Labels["process"],
+			a.Labels["severity"], a.Annotations["summary"], a.Annotations["description"]))
+	}
+	t.Logf("webhook received %d alerts:\n%s", len(lines), strings.Join(lines, "\n"))
+	t.Logf("total %s", time.Since(start).Round(time.Second))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAlert checks labels (cgroup, process, job, instance), routing and the description.
+func checkAlert(t *testing.T, st *stack.Stack, e expectation, a stack.Received) {
+	t.Helper()
+	name := a.Labels["alertname"]
+	want := map[string]string{"cgroup": st.CgroupOf(e.scenario), "job": "quota-exporter", "instance": st.Instance}
+	if e.process != "" && name != "QuotaHighSystemCPUUnderQuota" && name != "QuotaCPUThrottlingDuringWarmup" {
+		want["process"] = e.process
+		want["runtime"] = map[string]string{"GcStorm": "jvm", "go-gomaxprocs": "go", "rss_creep": "other"}[e.process]
+	}
+	for k, v := range want {
+		if a.Labels[k] != v {
+			t.Errorf("%s %s: label %s=%q, want %q (labels %v)", e.scenario, name, k, a.Labels[k], v, a.Labels)
+		}
+	}
+	wantPath := map[string]string{"warning": "/alerts", "critical": "/alerts", "info": "/info"}[a.Labels["severity"]]
+	if wantPath == "" || a.Path != wantPath {
+		t.Errorf("%s %s: severity %q delivered to %s, want %s", e.scenario, name, a.Labels["severity"], a.Path, wantPath)
+	}
+	desc := a.Annotations["description"]
+	limit := fmt.Sprintf("%.2g", e.quotaCores)
+	for _, re := range e.desc(limit) {
+		if !re.MatchString(desc) {
+			t.Errorf("%s %s: description does not match %q:\n%s", e.scenario, name, re, desc)
+		}
+	}
+	// A template lookup that found nothing prints "?": every number must have been found.
+	if strings.Contains(desc, "?") {
+		t.Errorf("%s %s: description has an unresolved value (?):\n%s", e.scenario, name, desc)
+	}
+	if a.Annotations["summary"] == "" || !strings.Contains(a.Annotations["runbook_url"], strings.ToLower(name)) {
+		t.Errorf("%s %s: summary %q, runbook_url %q", e.scenario, name, a.Annotations["summary"], a.Annotations["runbook_url"])
+	}
+	t.Logf("%s: %s\n    %s", e.scenario, name, desc)
+}
+
+// describeActive is Prometheus's view of a scenario's alerts, for failure messages.
+func describeActive(ctx context.Context, st *stack.Stack, scenario string) string {
+	active, err := st.Alerts(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, a := range active {
+		if a.Labels["cgroup"] == st.CgroupOf(scenario) {
+			out = append(out, fmt.Sprintf("%s %s since %s", a.Labels["alertname"], a.State, a.ActiveAt.Format(time.TimeOnly)))
+		}
+	}
+	if len(out) == 0 {
+		return "no active alert for " + st.CgroupOf(scenario)
+	}
+	return strings.Join(out, "; ")
+}
+
+// ---- dashboards ----
+
+// mayBeEmpty lists dashboard queries (by a metric or rule name they use) that may return
+// nothing on this stack, and why. Everything else must return data.
+var mayBeEmpty = map[string]string{
+	"quota_cpu_pressure_waiting_seconds_total":    "PSI (cpu.pressure) exists on cgroup v2 only; the workloads run in v1 cgroups",
+	"quota_cpu_pressure_stalled_seconds_total":    "PSI (cpu.pressure) exists on cgroup v2 only; the workloads run in v1 cgroups",
+	"quota_memory_pressure_waiting_seconds_total": "PSI (memory.pressure) exists on cgroup v2 only; the workloads run in v1 cgroups",
+	"quota_memory_pressure_stalled_seconds_total": "PSI (memory.pressure) exists on cgroup v2 only; the workloads run in v1 cgroups",
+	"go_gc_pauses_seconds_bucket":                 "the application's own Go runtime histogram (goGCPausesSelector): the stack scrapes only quota_exporter",
+}
+
+// substitute replaces Grafana's interval macros and the dashboards' template variables with
+// values that select this stack's series, as Grafana would with "All" for the filters.
+func substitute(expr string, st *stack.Stack) string {
+	vars := map[string]string{
+		"__rate_interval": "1m", // Grafana: max(4 x scrape interval, $__interval + scrape interval)
+		"__interval":      "15s",
+		"__range":         "5m",
+		"datasource":      "prometheus",
+		"job":             "quota-exporter",
+		"instance":        st.Instance, // "." in a regexp also matches itself
+		"cgroup":          "/" + st.Cgroup + "(/.*)?",
+		"pod":             ".*",
+		"container":       ".*",
+	}
+	re := regexp.MustCompile(`\$\{(\w+)(?::\w+)?\}|\[\[(\w+)\]\]|\$(\w+)`)
+	return re.ReplaceAllStringFunc(expr, func(m string) string {
+		sub := re.FindStringSubmatch(m)
+		name := sub[1] + sub[2] + sub[3]
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		return m
+	})
+}
+
+type panel struct {
+	Title   string  `json:"title"`
+	Type    string  `json:"type"`
+	Panels  []panel `json:"panels"`
+	Targets []struct {
+		Expr  string `json:"expr"`
+		RefID string `json:"refId"`
+	} `json:"targets"`
+}
+
+func checkDashboards(ctx context.Context, t *testing.T, root string, st *stack.Stack) {
+	files, _ := filepath.Glob(filepath.Join(root, "dashboards", "*.json"))
+	if len(files) == 0 {
+		t.Fatal("no dashboards/*.json")
+	}
+	total, empty := 0, 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Panels []panel `json:"panels"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		var walk func([]panel)
+		walk = func(ps []panel) {
+			for _, p := range ps {
+				walk(p.Panels)
+				for _, tg := range p.Targets {
+					if strings.TrimSpace(tg.Expr) == "" {
+						continue
+					}
+					total++
+					q := substitute(tg.Expr, st)
+					where := fmt.Sprintf("%s / %q / %s", filepath.Base(f), p.Title, tg.RefID)
+					if strings.Contains(q, "$") {
+						t.Errorf("%s: unknown template variable left in %s", where, q)
+						continue
+					}
+					res, err := st.Query(ctx, q)
+					if err != nil {
+						t.Errorf("%s: %v\n%s", where, err, q)
+						continue
+					}
+					if len(res) > 0 {
+						continue
+					}
+					empty++
+					if reason := allowedEmpty(q); reason != "" {
+						t.Logf("%s: empty, allowed: %s", where, reason)
+					} else {
+						t.Errorf("%s: no data\n%s", where, q)
+					}
+				}
+			}
+		}
+		walk(d.Panels)
+	}
+	t.Logf("%d dashboard queries, %d empty", total, empty)
+}
+
+func allowedEmpty(q string) string {
+	var keys []string
+	for k := range mayBeEmpty {
+		if strings.Contains(q, k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return ""
+	}
+	return mayBeEmpty[keys[0]]
+}

@@ -1,0 +1,570 @@
+// Package stack runs the whole quota_exporter pipeline on this host, on loopback with free
+// ports: the demo workloads in their own v1 cgroups (examples/workloads/run.sh), the exporter
+// (root, every collector), Prometheus with rules rendered from mixin/, Alertmanager, and an
+// in-process webhook receiver that records what Alertmanager sends. The end-to-end test and
+// `make demo` both use it. Everything it starts (processes and cgroups) goes away in Stop.
+package stack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Scenarios are the workloads of examples/workloads/run.sh, one cgroup each.
+var Scenarios = []string{
+	"jvm-gc-storm", "jvm-warmup", "go-gomaxprocs", "rss-creep", "rss-creep-control",
+	"kernel-contention", "jvm-healthy", "go-healthy",
+}
+
+// Controls are the scenarios that must raise no alert.
+var Controls = []string{"jvm-healthy", "go-healthy", "rss-creep-control"}
+
+// SmallHostQuotas (µs per 100 ms period) keep the throttling scenarios throttled on a 2-core
+// host where all eight workloads run at once: there the GC storm, the warm-up JVM and the
+// contending readers each get about a third of a core, below run.sh's 1-core quotas, so CFS
+// would never throttle them. With 0.3 cores the quota, not the neighbours, limits them.
+var SmallHostQuotas = map[string]int{
+	"jvm-gc-storm":      30000,
+	"jvm-warmup":        30000,
+	"kernel-contention": 30000, // also keeps its usage well above systemCPUMinCores (0.1)
+}
+
+// Options configure a stack. Zero values give the defaults noted.
+type Options struct {
+	Root   string // repository root (required)
+	Prefix string // cgroup parent is <Prefix>-<pid>; default "quota-e2e"
+	Dir    string // scratch directory (configs, TSDB, logs, workload builds); default a new temp dir
+
+	MixinConfig    map[string]any    // overrides of the mixin's _config (nil: defaults)
+	QuotaUS        map[string]int    // per-scenario CPU quota overrides for run.sh
+	ScrapeInterval time.Duration     // default 1s (also the rule evaluation interval)
+	SmapsInterval  time.Duration     // exporter --process.smaps-interval; default 10s
+	GroupWait      time.Duration     // Alertmanager group_wait; default 1s
+	GroupInterval  time.Duration     // Alertmanager group_interval; default 5s
+	ExtraEnv       map[string]string // extra environment for run.sh
+	OnAlert        func(Received)    // called for every alert the webhook receives
+	Logf           func(format string, args ...any)
+}
+
+// Stack is a running pipeline.
+type Stack struct {
+	opts Options
+
+	Dir         string
+	Cgroup      string // parent cgroup name, e.g. quota-e2e-1234
+	ExporterURL string // http://127.0.0.1:port
+	Instance    string // the exporter's instance label
+	PromURL     string
+	AMURL       string
+	Webhook     *Webhook
+
+	mu      sync.Mutex
+	procs   []*proc
+	stopped bool
+	ownDir  bool
+	runSh   string
+}
+
+// CgroupOf is the cgroup label of a scenario's series.
+func (s *Stack) CgroupOf(scenario string) string { return "/" + s.Cgroup + "/" + scenario }
+
+func (s *Stack) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+// Start builds and starts everything; on error whatever was started is stopped again.
+func Start(ctx context.Context, o Options) (_ *Stack, err error) {
+	if o.Root == "" {
+		return nil, errors.New("stack: Options.Root is required")
+	}
+	if o.Prefix == "" {
+		o.Prefix = "quota-e2e"
+	}
+	if !regexp.MustCompile(`^[A-Za-z0-9._-]+$`).MatchString(o.Prefix) {
+		return nil, fmt.Errorf("stack: bad prefix %q", o.Prefix)
+	}
+	if o.ScrapeInterval == 0 {
+		o.ScrapeInterval = time.Second
+	}
+	if o.SmapsInterval == 0 {
+		o.SmapsInterval = 10 * time.Second
+	}
+	if o.GroupWait == 0 {
+		o.GroupWait = time.Second
+	}
+	if o.GroupInterval == 0 {
+		o.GroupInterval = 5 * time.Second
+	}
+	root, err := filepath.Abs(o.Root)
+	if err != nil {
+		return nil, err
+	}
+	o.Root = root
+	s := &Stack{opts: o, Cgroup: fmt.Sprintf("%s-%d", o.Prefix, os.Getpid()),
+		runSh: filepath.Join(root, "examples", "workloads", "run.sh")}
+	if o.Dir == "" {
+		if s.Dir, err = os.MkdirTemp("", s.Cgroup+"-"); err != nil {
+			return nil, err
+		}
+		s.ownDir = true
+	} else {
+		s.Dir = o.Dir
+	}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	s.cleanStale(ctx)
+
+	// 1. Binaries and rules first, so that Prometheus sees each workload from its first second.
+	s.logf("building the exporter and the workloads, rendering the mixin (%s)", s.Dir)
+	exporter := filepath.Join(s.Dir, "bin", "quota_exporter")
+	if err := s.run(ctx, 5*time.Minute, root, nil, "go", "build", "-trimpath", "-o", exporter, "./exporter/cmd/quota_exporter"); err != nil {
+		return nil, fmt.Errorf("building the exporter: %w", err)
+	}
+	if err := s.run(ctx, 10*time.Minute, root, s.workloadEnv(), s.runSh, "build"); err != nil {
+		return nil, fmt.Errorf("building the workloads: %w", err)
+	}
+	rulesDir := filepath.Join(s.Dir, "rules")
+	if err := RenderRules(ctx, root, o.MixinConfig, rulesDir); err != nil {
+		return nil, err
+	}
+	promBin, err := ToolPath(ctx, root, "tools", "prometheus")
+	if err != nil {
+		return nil, err
+	}
+	amBin, err := ToolPath(ctx, root, filepath.Join("tools", "alertmanager"), "alertmanager")
+	if err != nil {
+		return nil, err
+	}
+
+	// 2. Webhook receiver (keeps its listener: no port race).
+	if s.Webhook, err = StartWebhook(o.OnAlert); err != nil {
+		return nil, err
+	}
+
+	// 3. Exporter, only our cgroups.
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s.Instance = fmt.Sprintf("127.0.0.1:%d", port)
+	s.ExporterURL = "http://" + s.Instance
+	if err := s.startProc("exporter", exporter,
+		"--web.listen-address="+s.Instance,
+		"--cgroup.include=/"+regexp.QuoteMeta(s.Cgroup)+"(/.*)?",
+		"--process.smaps-interval="+o.SmapsInterval.String(),
+	); err != nil {
+		return nil, err
+	}
+	if err := s.waitHTTP(ctx, "exporter", s.ExporterURL+"/metrics", 60*time.Second); err != nil {
+		return nil, err
+	}
+
+	// 4. Alertmanager, from examples/alertmanager/alertmanager.yml with our webhook address.
+	amPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s.AMURL = fmt.Sprintf("http://127.0.0.1:%d", amPort)
+	amCfg, err := AlertmanagerConfig(root, s.Webhook.URL, o.GroupWait, o.GroupInterval)
+	if err != nil {
+		return nil, err
+	}
+	amDir := filepath.Join(s.Dir, "alertmanager")
+	if err := os.MkdirAll(filepath.Join(amDir, "data"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(amDir, "alertmanager.yml"), amCfg, 0o644); err != nil {
+		return nil, err
+	}
+	if err := s.startProc("alertmanager", amBin,
+		"--config.file="+filepath.Join(amDir, "alertmanager.yml"),
+		"--storage.path="+filepath.Join(amDir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", amPort),
+		"--cluster.listen-address=", // no HA gossip
+	); err != nil {
+		return nil, err
+	}
+	if err := s.waitHTTP(ctx, "alertmanager", s.AMURL+"/-/ready", 60*time.Second); err != nil {
+		return nil, err
+	}
+
+	// 5. Prometheus.
+	promPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s.PromURL = fmt.Sprintf("http://127.0.0.1:%d", promPort)
+	promDir := filepath.Join(s.Dir, "prometheus")
+	if err := os.MkdirAll(filepath.Join(promDir, "data"), 0o755); err != nil {
+		return nil, err
+	}
+	promCfg := PrometheusConfig(o.ScrapeInterval, s.Instance, fmt.Sprintf("127.0.0.1:%d", amPort), rulesDir)
+	if err := os.WriteFile(filepath.Join(promDir, "prometheus.yml"), []byte(promCfg), 0o644); err != nil {
+		return nil, err
+	}
+	if err := s.startProc("prometheus", promBin,
+		"--config.file="+filepath.Join(promDir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(promDir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
+	); err != nil {
+		return nil, err
+	}
+	if err := s.waitHTTP(ctx, "prometheus", s.PromURL+"/-/ready", 90*time.Second); err != nil {
+		return nil, err
+	}
+	if n, err := s.RuleCount(ctx); err != nil || n == 0 {
+		return nil, fmt.Errorf("prometheus loaded %d rules (%v); see %s", n, err, s.LogPath("prometheus"))
+	}
+
+	// 6. The workloads (already built, so they start within seconds of each other).
+	s.logf("starting the workloads in /sys/fs/cgroup/{cpu,cpuacct,cpuset,memory}/%s/", s.Cgroup)
+	if err := s.run(ctx, 5*time.Minute, root, s.workloadEnv(), s.runSh, "start"); err != nil {
+		return nil, fmt.Errorf("starting the workloads: %w", err)
+	}
+	return s, nil
+}
+
+// workloadEnv is run.sh's environment: our own state directory and parent cgroup.
+func (s *Stack) workloadEnv() []string {
+	env := []string{"QUOTA_DEMO_DIR=" + filepath.Join(s.Dir, "workloads"), "QUOTA_DEMO_CGROUP=" + s.Cgroup}
+	for name, us := range s.opts.QuotaUS {
+		env = append(env, fmt.Sprintf("QUOTA_US_%s=%d", strings.ReplaceAll(name, "-", "_"), us))
+	}
+	for k, v := range s.opts.ExtraEnv {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// WorkloadLog is the path of a scenario's output.
+func (s *Stack) WorkloadLog(scenario string) string {
+	return filepath.Join(s.Dir, "workloads", "logs", scenario+".log")
+}
+
+// LogPath is the log file of a process the stack started (exporter, prometheus, alertmanager).
+func (s *Stack) LogPath(name string) string { return filepath.Join(s.Dir, "logs", name+".log") }
+
+// Status is run.sh status: CPU and throttling counters of every scenario.
+func (s *Stack) Status(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.runSh, "status")
+	cmd.Env = append(os.Environ(), s.workloadEnv()...)
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// Stop stops the workloads (and removes their cgroups), Prometheus, Alertmanager, the exporter
+// and the webhook, and removes the scratch directory it created. Safe to call more than once
+// and from a signal handler.
+func (s *Stack) Stop() error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	procs := s.procs
+	s.mu.Unlock()
+
+	var errs []error
+	ctx := context.Background()
+	if err := s.run(ctx, 2*time.Minute, s.opts.Root, s.workloadEnv(), s.runSh, "stop"); err != nil {
+		errs = append(errs, fmt.Errorf("run.sh stop: %w", err))
+	}
+	if err := removeCgroups(s.Cgroup); err != nil {
+		errs = append(errs, err)
+	}
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop()
+	}
+	if s.Webhook != nil {
+		s.Webhook.Close()
+	}
+	if s.ownDir && os.Getenv("QUOTA_E2E_KEEP") == "" {
+		os.RemoveAll(s.Dir)
+	}
+	return errors.Join(errs...)
+}
+
+// ---- processes ----
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+}
+
+func (s *Stack) startProc(name, bin string, args ...string) error {
+	if err := os.MkdirAll(filepath.Join(s.Dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(s.LogPath(name))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Own process group (we signal the group); killed with us if this process dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: f}
+	go func() { cmd.Wait(); close(p.done) }()
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	s.logf("%s: pid %d, log %s", name, cmd.Process.Pid, s.LogPath(name))
+	return nil
+}
+
+func (p *proc) stop() {
+	pgid := -p.cmd.Process.Pid
+	syscall.Kill(pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		syscall.Kill(pgid, syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	p.log.Close()
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// run runs a short-lived command with a time bound; its output goes to the error on failure.
+func (s *Stack) run(ctx context.Context, limit time.Duration, dir string, env []string, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 5 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if s.opts.Logf != nil && out.Len() > 0 {
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			s.logf("  %s", l)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, tail(out.String(), 3000))
+	}
+	return nil
+}
+
+func (s *Stack) waitHTTP(ctx context.Context, name, url string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var p *proc
+	s.mu.Lock()
+	for _, q := range s.procs {
+		if q.name == name {
+			p = q
+		}
+	}
+	s.mu.Unlock()
+	for time.Now().Before(deadline) {
+		if p != nil && p.exited() {
+			return fmt.Errorf("%s exited: %s", name, s.logTail(name))
+		}
+		if resp, err := httpGet(ctx, url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready at %s within %s: %s", name, url, limit, s.logTail(name))
+}
+
+func (s *Stack) logTail(name string) string {
+	b, _ := os.ReadFile(s.LogPath(name))
+	return tail(string(b), 2000)
+}
+
+// Alive reports processes of the stack that have exited (they should all keep running).
+func (s *Stack) Exited() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, p := range s.procs {
+		if p.exited() {
+			out = append(out, p.name)
+		}
+	}
+	return out
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func httpGet(ctx context.Context, url string) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	body := resp.Body
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{body, closerFunc(func() error { err := body.Close(); cancel(); return err })}
+	return resp, nil
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// ---- tools ----
+
+// ToolPath is the executable of a pinned Go tool (tools/go.mod or tools/alertmanager/go.mod),
+// built into the Go cache if `make tools` has not done it yet.
+func ToolPath(ctx context.Context, root, modDir, tool string) (string, error) {
+	modfile := filepath.Join(root, modDir, "go.mod")
+	find := func() (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "tool", "-modfile="+modfile, "-n", tool).Output()
+		if err != nil {
+			return "", fmt.Errorf("go tool -n %s: %w", tool, err)
+		}
+		p := strings.TrimSpace(string(out))
+		if _, err := os.Stat(p); err != nil {
+			return "", err
+		}
+		return p, nil
+	}
+	if p, err := find(); err == nil {
+		return p, nil
+	}
+	ctx2, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx2, "go", "build", "-o", os.DevNull, "tool")
+	cmd.Dir = filepath.Join(root, modDir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the tools in %s: %w\n%s", modDir, err, out)
+	}
+	return find()
+}
+
+// ---- cgroups ----
+
+var v1Controllers = []string{"cpu", "cpuacct", "cpuset", "memory"}
+
+// removeCgroups kills what is left in a parent cgroup tree and removes it (after run.sh stop
+// this normally finds nothing). Bounded: 50 rounds of 100 ms per directory.
+func removeCgroups(parent string) error {
+	var errs []error
+	for _, c := range v1Controllers {
+		top := filepath.Join("/sys/fs/cgroup", c, parent)
+		if _, err := os.Stat(top); err != nil {
+			continue
+		}
+		var dirs []string
+		filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- { // leaves first
+			d := dirs[i]
+			for range 50 {
+				if err := syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
+					break
+				}
+				b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if _, err := os.Stat(d); err == nil {
+				errs = append(errs, fmt.Errorf("could not remove cgroup %s", d))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cleanStale removes parent cgroups <prefix>-<pid> left by a stack whose process is gone
+// (killed by a test timeout before its cleanup could run).
+func (s *Stack) cleanStale(ctx context.Context) {
+	ents, _ := os.ReadDir("/sys/fs/cgroup/cpu")
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), s.opts.Prefix+"-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pid, err := strconv.Atoi(rest)
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		s.logf("removing %s left by a stack that is gone", e.Name())
+		env := []string{"QUOTA_DEMO_DIR=" + filepath.Join(os.TempDir(), e.Name()+"-stale"), "QUOTA_DEMO_CGROUP=" + e.Name()}
+		s.run(ctx, 2*time.Minute, s.opts.Root, env, s.runSh, "stop")
+		os.RemoveAll(filepath.Join(os.TempDir(), e.Name()+"-stale"))
+		removeCgroups(e.Name())
+	}
+}
