@@ -63,8 +63,8 @@ local utils = import '../lib/utils.libsonnet';
             + ('{{ range %s }}' % printfQuery('time() - quota_process_start_time_seconds{@CG} < %d' % warmup))
             + '{{ .Labels.process }} ({{ .Labels.runtime }}, started {{ .Value | humanizeDuration }} ago) {{ end }}'
             + 'warmed up. CPU limit ' + limitCores + ' cores, used '
-            + cores('cgroup:quota_cpu_usage_seconds:rate5m{@CG}') + ' cores, QoS class "{{ $labels.qos_class }}". '
-            + qIf('sum(process:quota_jvm_jit_compilation_seconds:rate5m{@CG})',
+            + cores('cgroup:quota_cpu_usage_seconds:rate2m{@CG}') + ' cores, QoS class "{{ $labels.qos_class }}". '
+            + qIf('sum(process:quota_jvm_jit_compilation_seconds:rate5m{@CG}) > 0.01',
                   'JIT compilation alone used {{ $v | printf "%.2g" }} cores. ')
             + 'Warm-up (JIT, class loading, cache fill) needs several times the steady-state CPU; at the limit '
             + 'the first requests after every deploy stall. Fix: Burstable QoS with the CPU limit above the request '
@@ -83,7 +83,7 @@ local utils = import '../lib/utils.libsonnet';
             where + ' had {{ $value | printf "%.0f" }} of the last 300 seconds with more than half of their CFS '
             + 'periods throttled (' + q('cgroup:quota_cpu_stalled_seconds:increase1h{@CG}', 'printf "%.0f"')
             + ' s in the last hour); over 5 minutes it was throttled in ' + throttledShare + ' of periods and used '
-            + cores('cgroup:quota_cpu_usage_seconds:rate5m{@CG}') + ' of its ' + limitCores
+            + cores('cgroup:quota_cpu_usage_seconds:rate2m{@CG}') + ' of its ' + limitCores
             + ' cores: bursts exhaust the quota early in each period and every thread waits for the next one, '
             + 'which a 5-minute average hides. Fix: raise the CPU limit (or drop it and rely on the request), '
             + 'cap the threads that burst together (GC, worker pools), or allow CFS burst (cpu.max.burst).'
@@ -95,8 +95,10 @@ local utils = import '../lib/utils.libsonnet';
               (
                 cgroup_mode:quota_cpu_usage_seconds:rate5m{mode="system"}
                   / ignoring(mode)
-                (cgroup:quota_cpu_usage_seconds:rate5m > %(minCores)g)
+                cgroup:quota_cpu_usage_seconds:rate5m
               ) > %(share)g
+              and %(on)s
+              cgroup:quota_cpu_usage_seconds:rate2m > %(minCores)g
               and %(on)s
               cgroup:quota_cpu_throttled_periods:ratio_rate5m > %(throttled)g
             ||| % {
@@ -108,7 +110,7 @@ local utils = import '../lib/utils.libsonnet';
             c.systemCPUFor,
             'Kernel time dominates the CPU use of a throttled cgroup.',
             'System (kernel) time is {{ $value | humanizePercentage }} of the CPU time of ' + where + ' ('
-            + cores('cgroup:quota_cpu_usage_seconds:rate5m{@CG}') + ' cores used of a ' + limitCores
+            + cores('cgroup:quota_cpu_usage_seconds:rate2m{@CG}') + ' cores used of a ' + limitCores
             + '-core limit, throttled in ' + throttledShare + ' of periods). Threads contending on a shared '
             + 'kernel resource (one file, socket or lock) spin in the kernel on every CPU the quota lets them '
             + 'use, so the quota burns on contention. Fix: pin the work to CPUs (cpuset, static CPU manager '

@@ -49,6 +49,13 @@ local utils = import '../lib/utils.libsonnet';
             expr: 'sum without (mode) (cgroup_mode:quota_cpu_usage_seconds:rate5m)',
           },
           {
+            // rate over 5m divides a young series' increase by the whole 5 minutes, so a cgroup
+            // started a minute ago reads a fifth of its use: what alerts about young processes
+            // print and test against uses this short window (two samples at a 1m scrape).
+            record: 'cgroup:quota_cpu_usage_seconds:rate2m',
+            expr: 'sum without (mode) (rate(quota_cpu_usage_seconds_total{%(sel)s}[2m]))' % { sel: sel },
+          },
+          {
             // Threads the runtime will run in parallel: JVM parallel GC threads, Go GOMAXPROCS.
             record: 'process:quota_runtime_parallelism:threads',
             expr: |||
