@@ -65,7 +65,7 @@ examples: mixin
 
 # The seed scenarios live on this host (root): workloads, exporter, Prometheus, Alertmanager on
 # loopback; streams alerts; Ctrl-C or DEMO_DURATION stops and cleans up.
-DEMO_DURATION ?= 0
+DEMO_DURATION ?= 0s
 demo: build tools
 	cd test && $(GO) run ./e2e/cmd/demo -root .. -duration $(DEMO_DURATION)
 
