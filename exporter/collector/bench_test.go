@@ -17,22 +17,22 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
-// kubernetesHost generates a v2 systemd-driver node with n container cgroups: pods of two
-// containers each, all with quotas and limits, under the three QoS slices.
+// kubernetesHost generates a v2 systemd-driver node with n watched cgroups: pods (a pod-level
+// cgroup with quota and limit) of two containers each, under the three QoS slices.
 func kubernetesHost(n int) []fixture.Cgroup {
 	var cgs []fixture.Cgroup
 	qos := []string{"burstable", "besteffort", ""}
-	for i := 0; i < n; i += 2 {
-		q := qos[(i/2)%3]
+	for i := 0; len(cgs) < n; i++ {
+		q := qos[i%3]
 		uid := fmt.Sprintf("%08x_1111_2222_3333_%012x", i, i)
 		slice := "/kubepods.slice/kubepods-pod" + uid + ".slice"
 		if q != "" {
 			slice = fmt.Sprintf("/kubepods.slice/kubepods-%s.slice/kubepods-%s-pod%s.slice", q, q, uid)
 		}
 		cgs = append(cgs, fixture.Cgroup{Path: slice, QuotaUS: 200000, MemoryLimit: 1 << 30})
-		for c := 0; c < 2 && i+c < n; c++ {
+		for c := 0; c < 2 && len(cgs) < n; c++ {
 			id := fmt.Sprintf("%064x", i*2+c)
-			cgs = append(cgs, fixture.Cgroup{Path: slice + "/cri-containerd-" + id + ".scope", PIDs: []int{1000 + i + c},
+			cgs = append(cgs, fixture.Cgroup{Path: slice + "/cri-containerd-" + id + ".scope", PIDs: []int{1000 + i*2 + c},
 				QuotaUS: 100000, MemoryLimit: 512 << 20, Periods: 1000, Throttled: 100, ThrottledUS: 5e6,
 				UserUS: 1e8, SystemUS: 1e7, MemUsage: 300 << 20, Anon: 200 << 20, File: 100 << 20, InactiveFile: 50 << 20})
 		}

@@ -87,11 +87,13 @@ func collectCPU(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
 		}
 	}
 
-	var max cgroupfs.CPUMax
-	if v2 {
+	max := cg.CPUMax // read by discovery in this scrape
+	switch {
+	case cg.HasCPUMax:
+	case v2:
 		max, err = cgroupfs.ReadCPUMaxV2(dir)
 		optional(err) // absent on the v2 root
-	} else {
+	default:
 		max, err = cgroupfs.ReadCPUMaxV1(dir)
 		if err != nil {
 			return err

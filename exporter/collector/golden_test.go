@@ -112,7 +112,7 @@ func bumpThrottling(t testing.TB, env *Env, periods, throttled int, seconds floa
 	l := env.Cgroups.Layout()
 	cgs, _ := env.Cgroups.Layout().Discover(context.Background(), env.Cgroups.opts)
 	for _, cg := range cgs {
-		if !cg.InCPU || !hasQuota(l, cg.Path) {
+		if !cg.InCPU || !cg.HasCPUMax || !cg.CPUMax.Limited() {
 			continue
 		}
 		p := filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat")

@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 )
 
@@ -52,19 +51,8 @@ func detectGo(ctx context.Context, env *Env, p *process) (string, string, error)
 // processQuota is the CPU quota of the process's own cgroup, which is what the Go runtime
 // and automaxprocs read.
 func processQuota(env *Env, p *process) goruntime.CPUQuota {
-	l := env.Cgroups.Layout()
-	if l.CPU == nil {
-		return goruntime.CPUQuota{}
-	}
-	dir := l.CPU.Dir(p.Cgroup.Path)
-	var m cgroupfs.CPUMax
-	var err error
-	if l.CPU.Version == 2 {
-		m, err = cgroupfs.ReadCPUMaxV2(dir)
-	} else {
-		m, err = cgroupfs.ReadCPUMaxV1(dir)
-	}
-	if err != nil || !m.Limited() {
+	m := p.Cgroup.CPUMax // read by discovery
+	if !p.Cgroup.HasCPUMax || !m.Limited() {
 		return goruntime.CPUQuota{}
 	}
 	return goruntime.CPUQuota{QuotaUS: m.QuotaUS, PeriodUS: int64(m.PeriodUS)}

@@ -106,34 +106,19 @@ func jvmCgroup(env *Env, cg cgroupfs.Cgroup, affinity int) jvm.CgroupCPU {
 	if l.CPU != nil {
 		dir := l.CPU.Dir(cg.Path)
 		out.V2 = l.CPU.Version == 2
-		var m cgroupfs.CPUMax
-		var err error
 		if out.V2 {
-			m, err = cgroupfs.ReadCPUMaxV2(dir)
 			if w, err := cgroupfs.ReadCPUWeightV2(dir); err == nil {
 				out.Weight = int64(w)
 			}
-		} else {
-			m, err = cgroupfs.ReadCPUMaxV1(dir)
-			if s, err := cgroupfs.ReadCPUSharesV1(dir); err == nil {
-				out.Shares = int64(s)
-			}
+		} else if s, err := cgroupfs.ReadCPUSharesV1(dir); err == nil {
+			out.Shares = int64(s)
 		}
-		if err == nil && m.Limited() {
-			out.QuotaUS, out.PeriodUS = m.QuotaUS, int64(m.PeriodUS)
+		if cg.HasCPUMax && cg.CPUMax.Limited() {
+			out.QuotaUS, out.PeriodUS = cg.CPUMax.QuotaUS, int64(cg.CPUMax.PeriodUS)
 		}
 	}
-	if l.Memory != nil {
-		var mem cgroupfs.Memory
-		var err error
-		if l.Memory.Version == 2 {
-			mem, err = cgroupfs.ReadMemoryV2(l.Memory.Dir(cg.Path))
-		} else {
-			mem, err = cgroupfs.ReadMemoryV1(l.Memory.Dir(cg.Path))
-		}
-		if err == nil {
-			out.MemoryLimitBytes = int64(mem.Limit)
-		}
+	if cg.HasMemoryLimit {
+		out.MemoryLimitBytes = int64(cg.MemoryLimit)
 	}
 	return out
 }

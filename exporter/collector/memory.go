@@ -61,9 +61,17 @@ func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
 	dir := l.Memory.Dir(cg.Path)
 	var m cgroupfs.Memory
 	var err error
-	if l.Memory.Version == 2 {
+	v2 := l.Memory.Version == 2
+	switch {
+	case cg.HasMemoryLimit && v2: // the limit was read by discovery in this scrape
+		m, err = cgroupfs.ReadMemoryStatsV2(dir)
+		m.Limit = cg.MemoryLimit
+	case cg.HasMemoryLimit:
+		m, err = cgroupfs.ReadMemoryStatsV1(dir)
+		m.Limit = cg.MemoryLimit
+	case v2:
 		m, err = cgroupfs.ReadMemoryV2(dir)
-	} else {
+	default:
 		m, err = cgroupfs.ReadMemoryV1(dir)
 	}
 	if err != nil {

@@ -164,7 +164,7 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, cg := range cgs {
-		if !cg.InCPU || !hasQuota(l, cg.Path) {
+		if !cg.InCPU || !cg.HasCPUMax || !cg.CPUMax.Limited() {
 			continue
 		}
 		if s, ok := c.series[cg.Path]; ok {
@@ -187,17 +187,6 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 			delete(c.series, p)
 		}
 	}
-}
-
-func hasQuota(l *cgroupfs.Layout, path string) bool {
-	var m cgroupfs.CPUMax
-	var err error
-	if l.CPU.Version == 2 {
-		m, err = cgroupfs.ReadCPUMaxV2(l.CPU.Dir(path))
-	} else {
-		m, err = cgroupfs.ReadCPUMaxV1(l.CPU.Dir(path))
-	}
-	return err == nil && m.Limited()
 }
 
 func scaled(bounds []float64, window time.Duration) []float64 {

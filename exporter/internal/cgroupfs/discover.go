@@ -19,6 +19,13 @@ type Cgroup struct {
 	HasProcs bool
 	// InCPU, InMemory: the path exists in that controller's hierarchy.
 	InCPU, InMemory bool
+	// CPUMax and MemoryLimit (0 = unlimited) as discovery read them to select the cgroup, so
+	// the collectors of the same scrape need not read them again. Has* false: not read (file
+	// absent or malformed; the collector reads it itself and reports why).
+	CPUMax         CPUMax
+	HasCPUMax      bool
+	MemoryLimit    uint64
+	HasMemoryLimit bool
 }
 
 // WalkOptions select what Discover returns.
@@ -40,6 +47,10 @@ type WalkError struct {
 func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []WalkError) {
 	type state struct {
 		selected, inCPU, inMemory, procs bool
+		cpuMax                           CPUMax
+		hasCPUMax                        bool
+		memLimit                         uint64
+		hasMemLimit                      bool
 	}
 	found := map[string]*state{}
 	var errs []WalkError
@@ -80,7 +91,13 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 				errs = append(errs, WalkError{Path: p, Err: err})
 			}
 			s.procs = s.procs || procs
-			if procs || (cpu && cpuLimited(h, dir)) || (memory && memoryLimited(h, dir)) {
+			if cpu {
+				s.cpuMax, s.hasCPUMax = readCPUMax(h, dir)
+			}
+			if memory {
+				s.memLimit, s.hasMemLimit = readMemoryLimit(h, dir)
+			}
+			if procs || (s.hasCPUMax && s.cpuMax.Limited()) || (s.hasMemLimit && s.memLimit > 0) {
 				s.selected = true
 			}
 			return nil
@@ -100,6 +117,7 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 		out = append(out, Cgroup{
 			Path: p, Identity: ParseIdentity(p, opts.BareRuntime),
 			HasProcs: s.procs, InCPU: s.inCPU, InMemory: s.inMemory,
+			CPUMax: s.cpuMax, HasCPUMax: s.hasCPUMax, MemoryLimit: s.memLimit, HasMemoryLimit: s.hasMemLimit,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
@@ -120,7 +138,8 @@ func hasProcs(dir string) (bool, error) {
 	return n > 0, nil
 }
 
-func cpuLimited(h *Hierarchy, dir string) bool {
+// readCPUMax reads the quota of the hierarchy's version.
+func readCPUMax(h *Hierarchy, dir string) (CPUMax, bool) {
 	var m CPUMax
 	var err error
 	if h.Version == 2 {
@@ -128,20 +147,19 @@ func cpuLimited(h *Hierarchy, dir string) bool {
 	} else {
 		m, err = ReadCPUMaxV1(dir)
 	}
-	return err == nil && m.Limited()
+	return m, err == nil
 }
 
-func memoryLimited(h *Hierarchy, dir string) bool {
+// readMemoryLimit reads memory.max (v2) or memory.limit_in_bytes (v1); 0 means unlimited.
+func readMemoryLimit(h *Hierarchy, dir string) (uint64, bool) {
+	var v uint64
+	var err error
 	if h.Version == 2 {
-		var limited bool
-		err := readFile(filepath.Join(dir, "memory.max"), func(b []byte) error {
-			limited = len(b) > 0 && b[0] >= '0' && b[0] <= '9'
-			return nil
-		})
-		return err == nil && limited
+		v, err = ReadMemoryMaxV2(dir)
+	} else {
+		v, err = ReadMemoryLimitV1(dir)
 	}
-	v, err := readUint(filepath.Join(dir, "memory.limit_in_bytes"))
-	return err == nil && v < unlimitedV1
+	return v, err == nil
 }
 
 // ReadProcs lists the PIDs in a cgroup's cgroup.procs (in the exporter's PID namespace).

@@ -20,18 +20,45 @@ type Memory struct {
 	HasOOMKills bool
 }
 
+// ReadMemoryLimitV1 reads memory.limit_in_bytes; 0 means unlimited.
+func ReadMemoryLimitV1(dir string) (uint64, error) {
+	v, err := readUint(filepath.Join(dir, "memory.limit_in_bytes"))
+	if v >= unlimitedV1 {
+		v = 0
+	}
+	return v, err
+}
+
+// ReadMemoryMaxV2 reads memory.max; 0 means unlimited ("max").
+func ReadMemoryMaxV2(dir string) (uint64, error) {
+	var v uint64
+	err := readFile(filepath.Join(dir, "memory.max"), func(b []byte) (err error) {
+		b = bytes.TrimSpace(b)
+		if string(b) == "max" {
+			return nil
+		}
+		v, err = parseUint(b)
+		return err
+	})
+	return v, err
+}
+
 // ReadMemoryV1 reads memory.usage_in_bytes, memory.limit_in_bytes, memory.stat and memory.oom_control.
 func ReadMemoryV1(dir string) (Memory, error) {
+	m, err := ReadMemoryStatsV1(dir)
+	if err != nil {
+		return m, err
+	}
+	m.Limit, err = ReadMemoryLimitV1(dir)
+	return m, err
+}
+
+// ReadMemoryStatsV1 is ReadMemoryV1 without the limit (for callers that know it).
+func ReadMemoryStatsV1(dir string) (Memory, error) {
 	var m Memory
 	var err error
 	if m.Usage, err = readUint(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
 		return m, err
-	}
-	if m.Limit, err = readUint(filepath.Join(dir, "memory.limit_in_bytes")); err != nil {
-		return m, err
-	}
-	if m.Limit >= unlimitedV1 {
-		m.Limit = 0
 	}
 	stat := map[string]uint64{}
 	if err := readFile(filepath.Join(dir, "memory.stat"), func(b []byte) error {
@@ -66,20 +93,19 @@ func ReadMemoryV1(dir string) (Memory, error) {
 
 // ReadMemoryV2 reads memory.current, memory.max, memory.stat and memory.events.
 func ReadMemoryV2(dir string) (Memory, error) {
+	m, err := ReadMemoryStatsV2(dir)
+	if err != nil {
+		return m, err
+	}
+	m.Limit, err = ReadMemoryMaxV2(dir)
+	return m, err
+}
+
+// ReadMemoryStatsV2 is ReadMemoryV2 without the limit (for callers that know it).
+func ReadMemoryStatsV2(dir string) (Memory, error) {
 	var m Memory
 	var err error
 	if m.Usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
-		return m, err
-	}
-	if err := readFile(filepath.Join(dir, "memory.max"), func(b []byte) error {
-		b = bytes.TrimSpace(b)
-		if string(b) == "max" {
-			m.Limit = 0
-			return nil
-		}
-		m.Limit, err = parseUint(b)
-		return err
-	}); err != nil {
 		return m, err
 	}
 	var inactiveFile uint64
