@@ -9,7 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	dto "github.com/prometheus/client_model/go"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
 )
 
 const burstableContainer = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b2c3f9a_1d2e_4f5a_8b9c_0d1e2f3a4b5c.slice/cri-containerd-" + hexA + ".scope"
@@ -130,5 +132,22 @@ func TestMountinfoWithBadLines(t *testing.T) {
 	}
 	if env.Cgroups.Layout().MalformedMountLines != 2 || env.Cgroups.Layout().Mode != "v1" {
 		t.Errorf("layout %s, malformed %d", env.Cgroups.Layout(), env.Cgroups.Layout().MalformedMountLines)
+	}
+}
+
+// A cgroup whose name is not UTF-8 is exported with the bad bytes replaced, not a panic.
+func TestNonUTF8CgroupName(t *testing.T) {
+	root := t.TempDir()
+	if err := fixture.Write(root, fixture.V2, []fixture.Cgroup{{Path: "/bad\xffname.scope", PIDs: []int{5}, UserUS: 1e6}}); err != nil {
+		t.Fatal(err)
+	}
+	env, err := NewEnv(Config{ProcPath: filepath.Join(root, "proc"), SysPath: filepath.Join(root, "sys")}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, _ := newCPUCollector(env)
+	mfs := scrapeFamilies(t, env, map[string]Collector{"cpu": cpu})
+	if successOf(mfs, "cpu") != 1 || seriesFor(mfs, "quota_cpu_usage_seconds_total", "/bad\uFFFDname.scope", "mode", "user") == nil {
+		t.Errorf("non-UTF-8 cgroup name: success %v, series missing", successOf(mfs, "cpu"))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -44,9 +46,30 @@ var (
 		"PSI: time in which all non-idle tasks of the cgroup waited for CPU (cpu.pressure full total; cgroup v2).")
 )
 
-type cpuCollector struct{ env *Env }
+// settingsMaxAge: weight, burst and cpuset change only when someone resizes the container;
+// re-reading them every scrape was a quarter of the scrape's file reads. The quota itself
+// (cpu.max) is read every scrape by discovery.
+const settingsMaxAge = 30 * time.Second
 
-func newCPUCollector(env *Env) (Collector, error) { return &cpuCollector{env}, nil }
+type cpuCollector struct {
+	env *Env
+
+	mu       sync.Mutex
+	settings map[string]cpuSettings // by cgroup path
+}
+
+// cpuSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the
+// file does not exist (old kernel, v2 root).
+type cpuSettings struct {
+	at                           time.Time
+	burstUS, weight              uint64
+	cpus                         int
+	hasBurst, hasWeight, hasCPUs bool
+}
+
+func newCPUCollector(env *Env) (Collector, error) {
+	return &cpuCollector{env: env, settings: map[string]cpuSettings{}}, nil
+}
 
 func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newTally("cpu", c.env.Errors)
@@ -65,15 +88,82 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 		if !cg.InCPU {
 			continue
 		}
-		err := collectCPU(l, cg, emitter{ch, cgroupLabelValues(cg)})
+		err := c.collect(l, cg, newEmitter(ch, cgroupLabels, cgroupLabelValues(cg)))
 		t.add(cg.Path, err)
 	}
+	c.forget(cgs)
 	return t.err()
 }
 
-// collectCPU emits one cgroup's CPU series. Required files missing means the cgroup is
+// settingsFor returns the cached settings of a cgroup, re-reading them when stale.
+func (c *cpuCollector) settingsFor(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (cpuSettings, error) {
+	c.mu.Lock()
+	st, ok := c.settings[cg.Path]
+	c.mu.Unlock()
+	if ok && time.Since(st.at) < settingsMaxAge {
+		return st, nil
+	}
+	st, err := readCPUSettings(l, cg)
+	c.mu.Lock()
+	c.settings[cg.Path] = st
+	c.mu.Unlock()
+	return st, err
+}
+
+// forget drops the settings of cgroups that are gone.
+func (c *cpuCollector) forget(cgs []cgroupfs.Cgroup) {
+	seen := make(map[string]bool, len(cgs))
+	for _, cg := range cgs {
+		seen[cg.Path] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p := range c.settings {
+		if !seen[p] {
+			delete(c.settings, p)
+		}
+	}
+}
+
+func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (cpuSettings, error) {
+	st := cpuSettings{at: time.Now()}
+	var errs []error
+	optional := func(err error) bool {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		return err == nil
+	}
+	dir := l.CPU.Dir(cg.Path)
+	var err error
+	if l.CPU.Version == 2 {
+		st.burstUS, err = cgroupfs.ReadCPUBurstV2(dir)
+		st.hasBurst = optional(err)
+		st.weight, err = cgroupfs.ReadCPUWeightV2(dir)
+		st.hasWeight = optional(err)
+	} else {
+		st.burstUS, err = cgroupfs.ReadCPUBurstV1(dir)
+		st.hasBurst = optional(err)
+		var shares uint64
+		shares, err = cgroupfs.ReadCPUSharesV1(dir)
+		st.weight, st.hasWeight = cgroupfs.SharesToWeight(shares), optional(err)
+	}
+	if l.CPUSet != nil {
+		file := "cpuset.cpus"
+		if l.CPUSet.Version == 2 {
+			file = "cpuset.cpus.effective"
+		}
+		if d := l.CPUSet.Dir(cg.Path); d != "" {
+			st.cpus, err = cgroupfs.ReadCpusetCount(filepath.Join(d, file))
+			st.hasCPUs = optional(err) && st.cpus > 0
+		}
+	}
+	return st, errors.Join(errs...)
+}
+
+// collect emits one cgroup's CPU series. Required files missing means the cgroup is
 // gone; optional ones (burst, PSI, the v2 root's cpu.max) may legitimately be absent.
-func collectCPU(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
+func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
 	dir := l.CPU.Dir(cg.Path)
 	v2 := l.CPU.Version == 2
 	stat, err := cgroupfs.ReadCPUStat(dir)
@@ -99,50 +189,23 @@ func collectCPU(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
 			return err
 		}
 	}
+	settings, err := c.settingsFor(l, cg)
+	optional(err)
 	// Like cAdvisor, period, burst and throttling series exist only where a quota is set:
 	// elsewhere they are constant zeros.
-	limited := err == nil && max.Limited()
+	limited := max.Limited()
 	if limited {
 		e.gauge(cpuPeriodDesc, float64(max.PeriodUS)/1e6)
 		e.gauge(cpuLimitDesc, max.Cores())
-		var burst uint64
-		if v2 {
-			burst, err = cgroupfs.ReadCPUBurstV2(dir)
-		} else {
-			burst, err = cgroupfs.ReadCPUBurstV1(dir)
-		}
-		optional(err)
-		if err == nil {
-			e.gauge(cpuBurstLimitDesc, float64(burst)/float64(max.PeriodUS))
+		if settings.hasBurst {
+			e.gauge(cpuBurstLimitDesc, float64(settings.burstUS)/float64(max.PeriodUS))
 		}
 	}
-
-	if v2 {
-		w, err := cgroupfs.ReadCPUWeightV2(dir)
-		optional(err)
-		if err == nil {
-			e.gauge(cpuWeightDesc, float64(w))
-		}
-	} else {
-		s, err := cgroupfs.ReadCPUSharesV1(dir)
-		optional(err)
-		if err == nil {
-			e.gauge(cpuWeightDesc, float64(cgroupfs.SharesToWeight(s)))
-		}
+	if settings.hasWeight {
+		e.gauge(cpuWeightDesc, float64(settings.weight))
 	}
-
-	if l.CPUSet != nil {
-		file := "cpuset.cpus"
-		if l.CPUSet.Version == 2 {
-			file = "cpuset.cpus.effective"
-		}
-		if d := l.CPUSet.Dir(cg.Path); d != "" {
-			n, err := cgroupfs.ReadCpusetCount(filepath.Join(d, file))
-			optional(err)
-			if err == nil && n > 0 {
-				e.gauge(cpusetDesc, float64(n))
-			}
-		}
+	if settings.hasCPUs {
+		e.gauge(cpusetDesc, float64(settings.cpus))
 	}
 
 	switch {

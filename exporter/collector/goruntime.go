@@ -94,7 +94,7 @@ func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 				p.state.data.Store("go", entry)
 			}
 		}
-		e := emitter{ch, processLabelValues(p)}
+		e := newEmitter(ch, processLabels, processLabelValues(p))
 		e.gauge(goInfoDesc, 1, entry.info.GoVersion, strconv.FormatBool(entry.info.AutoMaxProcs), strconv.FormatBool(entry.info.ContainerAware))
 		e.gauge(goMaxProcsDesc, float64(entry.info.GOMAXPROCS))
 	}

@@ -137,7 +137,7 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			t.add(fmt.Sprintf("pid %d", p.PID), err)
 			continue
 		}
-		e := emitter{ch, processLabelValues(p)}
+		e := newEmitter(ch, processLabels, processLabelValues(p))
 		version := ""
 		if info.Version.Known() {
 			version = info.Version.String()

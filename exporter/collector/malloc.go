@@ -83,7 +83,7 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 		if entry.failed || entry.state == nil {
 			continue
 		}
-		e := emitter{ch, processLabelValues(p)}
+		e := newEmitter(ch, processLabels, processLabelValues(p))
 		e.gauge(allocatorInfoDesc, 1, entry.state.Allocator)
 		if entry.state.Allocator != malloc.Glibc {
 			continue

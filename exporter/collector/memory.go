@@ -52,7 +52,7 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 		if !cg.InMemory || (l.Memory.Version == 2 && cg.Path == "/") {
 			continue
 		}
-		t.add(cg.Path, collectMemory(l, cg, emitter{ch, cgroupLabelValues(cg)}))
+		t.add(cg.Path, collectMemory(l, cg, newEmitter(ch, cgroupLabels, cgroupLabelValues(cg))))
 	}
 	return t.err()
 }

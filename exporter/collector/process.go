@@ -60,7 +60,7 @@ func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		t.add("process", err)
 	}
 	for _, p := range procs {
-		e := emitter{ch, processLabelValues(p)}
+		e := newEmitter(ch, processLabels, processLabelValues(p))
 		ch <- prometheus.MustNewConstMetric(processInfoDesc, prometheus.GaugeValue, 1, processLabelValues(p, strconv.Itoa(p.PID))...)
 		e.gauge(processResidentDesc, float64(p.Stat.RSS)*c.pageSize)
 		e.gauge(processResidentAnonDesc, float64(p.Status.RssAnon))
