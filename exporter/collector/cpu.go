@@ -23,11 +23,11 @@ var (
 	cpuPeriodDesc = newCgroupDesc("cpu_period_seconds",
 		"CFS enforcement period (v1 cpu.cfs_period_us, v2 cpu.max). Present where a quota is set.")
 	cpuBurstLimitDesc = newCgroupDesc("cpu_burst_limit_cores",
-		"CFS burst allowance in CPUs (burst / period; v1 cpu.cfs_burst_us, v2 cpu.max.burst).")
+		"CFS burst allowance in CPUs (burst / period; v1 cpu.cfs_burst_us, v2 cpu.max.burst). Re-read at most every 30 s.")
 	cpuWeightDesc = newCgroupDesc("cpu_weight",
-		"CPU weight on the cgroup v2 scale 1-10000 (default 100). v1 cpu.shares are converted with the kernel's formula 1 + (shares-2)*9999/262142, so the default 1024 shares read as 39.")
+		"CPU weight on the cgroup v2 scale 1-10000 (default 100). v1 cpu.shares are converted with the kernel's formula 1 + (shares-2)*9999/262142, so the default 1024 shares read as 39. Re-read at most every 30 s.")
 	cpusetDesc = newCgroupDesc("cpu_cpuset_cpus",
-		"Number of CPUs the cgroup may run on (v1 cpuset.cpus, v2 cpuset.cpus.effective).")
+		"Number of CPUs the cgroup may run on (v1 cpuset.cpus, v2 cpuset.cpus.effective). Re-read at most every 30 s.")
 	cpuUsageDesc = newCgroupDesc("cpu_usage_seconds_total",
 		"CPU time used by the cgroup and its descendants, by mode (v1 cpuacct.stat, v2 cpu.stat).", "mode")
 	cpuPeriodsDesc = newCgroupDesc("cpu_periods_total",
