@@ -83,12 +83,3 @@ func pathFilter(include, exclude *regexp.Regexp) func(string) bool {
 		return exclude == nil || !exclude.MatchString(p)
 	}
 }
-
-// cached0 is the first watched cgroup (tests use it as any cgroup).
-func (s *CgroupSource) cached0() cgroupfs.Cgroup {
-	cgs, _ := s.Cgroups(context.Background())
-	if len(cgs) == 0 {
-		return cgroupfs.Cgroup{Path: "/"}
-	}
-	return cgs[0]
-}

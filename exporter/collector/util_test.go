@@ -1,9 +1,12 @@
 package collector
 
 import (
+	"context"
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 )
 
 func mustAtoi(t testing.TB, s string) int {
@@ -19,3 +22,12 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // syscallKill ends one of the test's own child processes.
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// cached0 is the first watched cgroup (tests use it as any cgroup).
+func (s *CgroupSource) cached0() cgroupfs.Cgroup {
+	cgs, _ := s.Cgroups(context.Background())
+	if len(cgs) == 0 {
+		return cgroupfs.Cgroup{Path: "/"}
+	}
+	return cgs[0]
+}
