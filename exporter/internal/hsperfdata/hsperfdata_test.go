@@ -3,17 +3,17 @@ package hsperfdata
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 // fixtures are real perf data files captured by testdata/capture.sh, with the output of
@@ -26,20 +26,7 @@ var fixtures = []string{
 
 func loadFixture(t testing.TB, name string) []byte {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name+".hsperf.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(z)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testutil.ReadGzip(t, filepath.Join("testdata", name+".hsperf.gz"))
 }
 
 // loadJcmd parses PerfCounter.print output: name=value, strings in double quotes.

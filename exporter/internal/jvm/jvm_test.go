@@ -1,14 +1,12 @@
 package jvm
 
 import (
-	"compress/gzip"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/hsperfdata"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 func TestParseVMArgs(t *testing.T) {
@@ -231,20 +229,7 @@ func loadSnapshot(t *testing.T, name string) *hsperfdata.Snapshot {
 // loadFixtureBytes reads a perf data fixture of the hsperfdata package.
 func loadFixtureBytes(t *testing.T, name string) []byte {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "hsperfdata", "testdata", name+".hsperf.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(z)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testutil.ReadGzip(t, filepath.Join("..", "hsperfdata", "testdata", name+".hsperf.gz"))
 }
 
 // The real fixtures from JDK 11, 17 and 21: GC detection, collector normalisation, units.

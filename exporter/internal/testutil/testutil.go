@@ -4,6 +4,8 @@
 package testutil
 
 import (
+	"compress/gzip"
+	"io"
 	"os"
 	"os/exec"
 	"testing"
@@ -36,4 +38,23 @@ func LookPath(t testing.TB, name string) string {
 	p, err := exec.LookPath(name)
 	Require(t, err == nil, name+" not found in PATH")
 	return p
+}
+
+// ReadGzip returns the uncompressed content of a gzipped fixture file.
+func ReadGzip(t testing.TB, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
