@@ -519,17 +519,7 @@ func BenchmarkScrapeProcesses(b *testing.B) {
 		defer releaseEnv(env)
 		reg, _ := collectorSet(b, env, processCollectors)
 		gatherCount(b, reg) // detection, layouts
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu := cpuTime()
-		for i := 0; i < b.N; i++ {
-			newScrape(env)
-			if _, err := reg.Gather(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		reportCPU(b, cpuTime()-cpu)
+		measureGather(b, env, reg)
 		report(b, reg)
 	})
 	b.Run("steady-walk-per-collector", func(b *testing.B) {
@@ -538,15 +528,7 @@ func BenchmarkScrapeProcesses(b *testing.B) {
 		env.Cgroups.maxAge = 0
 		reg, _ := collectorSet(b, env, processCollectors)
 		gatherCount(b, reg)
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu := cpuTime()
-		for i := 0; i < b.N; i++ {
-			if _, err := reg.Gather(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		reportCPU(b, cpuTime()-cpu)
+		measureGather(b, nil, reg)
 	})
 }
 
@@ -658,17 +640,7 @@ func BenchmarkScrapeRealJVMs(b *testing.B) {
 		reg, set := collectorSet(b, env, allCollectors)
 		defer set.Close()
 		gatherCount(b, reg)
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu := cpuTime()
-		for i := 0; i < b.N; i++ {
-			newScrape(env)
-			if _, err := reg.Gather(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		reportCPU(b, cpuTime()-cpu)
+		measureGather(b, env, reg)
 		newScrape(env)
 		report(b, reg)
 	})

@@ -64,16 +64,7 @@ func BenchmarkScrape(b *testing.B) {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			env, _ := benchEnv(b, n)
 			reg := cgroupRegistry(env)
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := cpuTime()
-			for i := 0; i < b.N; i++ {
-				newScrape(env)
-				if _, err := reg.Gather(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportCPU(b, cpuTime()-cpu)
+			measureGather(b, env, reg)
 		})
 	}
 }
@@ -84,15 +75,7 @@ func BenchmarkScrapeWalkPerCollector(b *testing.B) {
 	env, _ := benchEnv(b, 1000)
 	env.Cgroups.maxAge = 0
 	reg := cgroupRegistry(env)
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := cpuTime()
-	for i := 0; i < b.N; i++ {
-		if _, err := reg.Gather(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportCPU(b, cpuTime()-cpu)
+	measureGather(b, nil, reg)
 }
 
 // BenchmarkDiscover is the discovery walk alone over 1000 container cgroups (cgroup.procs,
@@ -113,6 +96,25 @@ func cgroupRegistry(env *Env) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister((&Set{env: env, collectors: map[string]Collector{"cpu": cpu, "memory": mem}}).Bind(context.Background()))
 	return reg
+}
+
+// measureGather times b.N whole scrapes of reg, reporting allocations and CPU time. With an
+// env, each scrape starts afresh (newScrape) as a scrape 15 s after the last one would.
+func measureGather(b *testing.B, env *Env, reg *prometheus.Registry) {
+	b.Helper()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if env != nil {
+			newScrape(env)
+		}
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportCPU(b, cpuTime()-cpu)
 }
 
 // cpuTime is the CPU time (user + system) this process has used.
@@ -141,18 +143,24 @@ func BenchmarkReadFloor(b *testing.B) {
 			cpu := cpuTime()
 			defer func() { reportCPU(b, cpuTime()-cpu) }()
 			for i := 0; i < b.N; i++ {
-				_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-					if err != nil || !d.IsDir() {
-						return nil
-					}
+				eachDir(dir, func(p string) {
 					for _, f := range scrapedFiles {
 						_, _ = os.ReadFile(filepath.Join(p, f))
 					}
-					return nil
 				})
 			}
 		})
 	}
+}
+
+// eachDir calls fn for every directory below (and including) root, as the floors' walk.
+func eachDir(root string, fn func(dir string)) {
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			fn(p)
+		}
+		return nil
+	})
 }
 
 // BenchmarkReadFloorRaw is BenchmarkReadFloor with open(2), read(2), close(2) into one
@@ -168,10 +176,7 @@ func BenchmarkReadFloorRaw(b *testing.B) {
 			cpu := cpuTime()
 			defer func() { reportCPU(b, cpuTime()-cpu) }()
 			for i := 0; i < b.N; i++ {
-				_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-					if err != nil || !d.IsDir() {
-						return nil
-					}
+				eachDir(dir, func(p string) {
 					for _, f := range scrapedFiles {
 						fd, err := syscall.Open(p+"/"+f, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 						if err != nil {
@@ -180,7 +185,6 @@ func BenchmarkReadFloorRaw(b *testing.B) {
 						_, _ = syscall.Read(fd, buf) // a short read is the whole file
 						_ = syscall.Close(fd)
 					}
-					return nil
 				})
 			}
 		})
@@ -197,13 +201,10 @@ func BenchmarkReadFloorRawAt(b *testing.B) {
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
-		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
+		eachDir(dir, func(p string) {
 			dfd, err := syscall.Open(p, 0x200000 /* O_PATH */ |syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 			if err != nil {
-				return nil
+				return
 			}
 			for _, f := range scrapedFiles {
 				fd, err := syscall.Openat(dfd, f, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
@@ -214,7 +215,6 @@ func BenchmarkReadFloorRawAt(b *testing.B) {
 				_ = syscall.Close(fd)
 			}
 			_ = syscall.Close(dfd)
-			return nil
 		})
 	}
 	reportCPU(b, cpuTime()-cpu)
