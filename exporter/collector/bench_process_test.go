@@ -46,7 +46,7 @@ type procHostCounts struct {
 // (headers) path as it does on a real process; a sparse file on tmpfs reads faster than
 // /proc/<pid>/mem does (no page-table walk under the target's mmap lock), see
 // BenchmarkScrapeRealJVMs/malloc-inspect for the real cost.
-func processHost(b *testing.B, root string, n int) procHostCounts {
+func processHost(b testing.TB, root string, n int) procHostCounts {
 	b.Helper()
 	var cgs []fixture.Cgroup
 	const perContainer = 5
@@ -116,7 +116,7 @@ func must(b testing.TB, err error) {
 }
 
 // hsperfFixtures are the captured perf data files of several JDKs and GCs.
-func hsperfFixtures(b *testing.B) [][]byte {
+func hsperfFixtures(b testing.TB) [][]byte {
 	b.Helper()
 	dir := filepath.Join("..", "internal", "hsperfdata", "testdata")
 	names, _ := filepath.Glob(filepath.Join(dir, "*.hsperf.gz"))
@@ -144,7 +144,7 @@ var jvmThreadNames = []string{"java", "java", "GC Thread#0", "GC Thread#1", "G1 
 	"quota-worker", "pool-1-thread-1", "pool-1-thread-2", "pool-1-thread-3", "pool-1-thread-4", "http-nio-8080-e",
 	"http-nio-8080-e", "http-nio-8080-e", "http-nio-8080-A", "Catalina-utilit", "Attach Listener", "process reaper"}
 
-func writeProcess(b *testing.B, proc string, pid int, comm, exe string, kind procKind, rss uint64, perf []byte) {
+func writeProcess(b testing.TB, proc string, pid int, comm, exe string, kind procKind, rss uint64, perf []byte) {
 	b.Helper()
 	dir := filepath.Join(proc, strconv.Itoa(pid))
 	must(b, os.MkdirAll(filepath.Join(dir, "task"), 0o755))
@@ -401,22 +401,18 @@ func newScrape(env *Env) {
 	env.Cgroups.mu.Lock()
 	env.Cgroups.at = time.Time{}
 	env.Cgroups.mu.Unlock()
-	if s, ok := processSources.Load(env); ok {
-		ps := s.(*ProcessSource)
-		ps.mu.Lock()
-		ps.at = time.Time{}
-		ps.mu.Unlock()
-	}
+	ps := env.Processes
+	ps.mu.Lock()
+	ps.at = time.Time{}
+	ps.mu.Unlock()
 }
 
-// releaseEnv drops the per-Env state the collectors keep in package maps.
-func releaseEnv(env *Env) {
-	processSources.Delete(env)
-	jvmInspectors.Delete(env)
-}
+// releaseEnv is a no-op kept for the benchmarks' shape: an Env's state lives on the Env
+// and goes with it.
+func releaseEnv(env *Env) {}
 
 // collectorSet builds the named collectors and a registry that gathers them.
-func collectorSet(b *testing.B, env *Env, names []string) (*prometheus.Registry, *Set) {
+func collectorSet(b testing.TB, env *Env, names []string) (*prometheus.Registry, *Set) {
 	b.Helper()
 	s := &Set{env: env, collectors: map[string]Collector{}}
 	for _, n := range names {
@@ -431,7 +427,7 @@ func collectorSet(b *testing.B, env *Env, names []string) (*prometheus.Registry,
 	return reg, s
 }
 
-func gatherCount(b *testing.B, reg *prometheus.Registry) (series int, families map[string]int) {
+func gatherCount(b testing.TB, reg *prometheus.Registry) (series int, families map[string]int) {
 	b.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -458,7 +454,7 @@ func BenchmarkScrapeProcesses(b *testing.B) {
 	const n = 500
 	root := memTempDir(b)
 	counts := processHost(b, root, n)
-	cfg := Config{ProcPath: filepath.Join(root, "proc"), SysPath: filepath.Join(root, "sys"), RootPath: root,
+	cfg := Config{ProcPath: filepath.Join(root, "proc"), SysPath: filepath.Join(root, "sys"),
 		ThrottleWindow: time.Second, ProcessMinResident: 64 << 20}
 	newEnv := func() *Env {
 		env, err := NewEnv(cfg, discardLogger())
@@ -560,7 +556,7 @@ func BenchmarkScrapeRealJVMs(b *testing.B) {
 		pids = append(pids, cmd.Process.Pid) // sh execs java: same pid
 	}
 	newEnv := func() *Env {
-		env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", RootPath: "/", ThrottleWindow: time.Second,
+		env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: time.Second,
 			ProcessMinResident: 64 << 20, SmapsInterval: 5 * time.Minute}, discardLogger())
 		if err != nil {
 			b.Fatal(err)

@@ -276,7 +276,7 @@ func BenchmarkSamplerWindowRealCgroups(b *testing.B) {
 
 // memTempDir puts benchmark trees on tmpfs when there is one: cgroup files live in memory
 // (kernfs), and a disk-backed temp dir would measure the disk's page cache instead.
-func memTempDir(b *testing.B) string {
+func memTempDir(b testing.TB) string {
 	b.Helper()
 	dir, err := os.MkdirTemp("/dev/shm", "quota-exporter-bench-")
 	if err != nil {

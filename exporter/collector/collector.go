@@ -8,9 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"regexp"
-	"sort"
 	"sync"
 	"time"
 
@@ -26,77 +23,10 @@ type Collector interface {
 	Update(ctx context.Context, ch chan<- prometheus.Metric) error
 }
 
-// Config is everything the collectors are configured with; main fills it from flags.
-type Config struct {
-	ProcPath, SysPath, RootPath  string
-	CgroupInclude, CgroupExclude *regexp.Regexp
-	// BareContainerRuntime names the runtime of bare 64-hex container cgroups (cgroupfs driver).
-	BareContainerRuntime string
-	// ThrottleWindow is the per-second sampler's period.
-	ThrottleWindow time.Duration
-	// Process collectors.
-	ProcessMinResident             uint64
-	ProcessInclude, ProcessExclude *regexp.Regexp
-	SmapsInterval                  time.Duration
-}
-
-// Env is what the collectors share: configuration, logging, cgroup discovery and the
-// error counter. It is created once per exporter.
-type Env struct {
-	Config  Config
-	Logger  *slog.Logger
-	Cgroups *CgroupSource
-	Errors  *ErrorCounter
-}
-
-// NewEnv finds the cgroup hierarchies and prepares the shared state.
-func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
-	src, err := NewCgroupSource(cfg, logger)
-	if err != nil {
-		return nil, err
-	}
-	return &Env{Config: cfg, Logger: logger, Cgroups: src, Errors: NewErrorCounter(logger)}, nil
-}
-
-// Factory builds a collector from the shared environment.
-type Factory func(env *Env) (Collector, error)
-
-type registration struct {
-	defaultEnabled bool
-	help           string
-	factory        Factory
-}
-
-// registry is filled by init functions of this package and only read afterwards.
-var registry = map[string]registration{}
-
-func register(name string, defaultEnabled bool, help string, f Factory) {
-	if _, dup := registry[name]; dup {
-		panic("collector registered twice: " + name)
-	}
-	registry[name] = registration{defaultEnabled, help, f}
-}
-
-// Available lists the registered collectors' names, sorted.
-func Available() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// DefaultEnabled reports whether a collector runs unless switched off.
-func DefaultEnabled(name string) bool { return registry[name].defaultEnabled }
-
-// Help is the one-line description shown with the collector's flag.
-func Help(name string) string { return registry[name].help }
-
 var (
-	scrapeDurationDesc = document(prometheus.NewDesc(namespace+"_exporter_scrape_collector_duration_seconds",
+	scrapeDurationDesc = selfMetric(prometheus.NewDesc(namespace+"_exporter_scrape_collector_duration_seconds",
 		"quota_exporter: how long a collector took in this scrape.", []string{"collector"}, nil))
-	scrapeSuccessDesc = document(prometheus.NewDesc(namespace+"_exporter_scrape_collector_success",
+	scrapeSuccessDesc = selfMetric(prometheus.NewDesc(namespace+"_exporter_scrape_collector_success",
 		"quota_exporter: 1 if the collector read all its input in this scrape, 0 if some input was bad, unreadable or timed out (see quota_exporter_read_errors_total and the log).",
 		[]string{"collector"}, nil))
 )

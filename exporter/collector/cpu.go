@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,7 +11,10 @@ import (
 )
 
 func init() {
-	register("cpu", true, "cgroup CPU quota, weight, usage and CFS throttling counters", newCPUCollector)
+	register("cpu", true, "cgroup CPU quota, weight, usage and CFS throttling counters", newCPUCollector,
+		cpuLimitDesc, cpuPeriodDesc, cpuBurstLimitDesc, cpuWeightDesc, cpusetDesc, cpuUsageDesc, cpuPeriodsDesc,
+		cpuThrottledPeriodsDesc, cpuThrottledSecondsDesc, cpuBurstsDesc, cpuBurstSecondsDesc,
+		cpuPressureWaitingDesc, cpuPressureStalledDesc)
 }
 
 var (
@@ -46,40 +46,21 @@ var (
 		"PSI: time in which all non-idle tasks of the cgroup waited for CPU (cpu.pressure full total; cgroup v2).")
 )
 
-// settingsMaxAge: weight, burst and cpuset change only when someone resizes the container;
-// re-reading them every scrape was a quarter of the scrape's file reads. The quota itself
-// (cpu.max) is read every scrape by discovery.
-const settingsMaxAge = 30 * time.Second
-
-type cpuCollector struct {
-	env *Env
-
-	mu       sync.Mutex
-	settings map[string]cpuSettings // by cgroup path
-}
-
-// cpuSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the
-// file does not exist (old kernel, v2 root).
-type cpuSettings struct {
-	at                           time.Time
-	burstUS, weight              uint64
-	cpus                         int
-	hasBurst, hasWeight, hasCPUs bool
-}
+type cpuCollector struct{ env *Env }
 
 func newCPUCollector(env *Env) (Collector, error) {
-	return &cpuCollector{env: env, settings: map[string]cpuSettings{}}, nil
+	return &cpuCollector{env: env}, nil
 }
 
 func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newTally("cpu", c.env.Errors)
-	cgs, walkErrs := c.env.Cgroups.Cgroups(ctx)
-	for _, we := range walkErrs {
-		t.add(we.Path, we.Err)
-	}
 	l := c.env.Cgroups.Layout()
 	if l.CPU == nil {
-		return nil
+		return errNoHierarchy("cpu")
+	}
+	cgs, walkErrs := c.env.Cgroups.Cgroups(ctx)
+	for _, we := range walkErrs {
+		t.note(we.Err) // counted by the cgroup source
 	}
 	for _, cg := range cgs {
 		if ctx.Err() != nil {
@@ -91,74 +72,7 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 		err := c.collect(l, cg, newEmitter(ch, cgroupLabels, cgroupLabelValues(cg)))
 		t.add(cg.Path, err)
 	}
-	c.forget(cgs)
 	return t.err()
-}
-
-// settingsFor returns the cached settings of a cgroup, re-reading them when stale.
-func (c *cpuCollector) settingsFor(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (cpuSettings, error) {
-	c.mu.Lock()
-	st, ok := c.settings[cg.Path]
-	c.mu.Unlock()
-	if ok && time.Since(st.at) < settingsMaxAge {
-		return st, nil
-	}
-	st, err := readCPUSettings(l, cg)
-	c.mu.Lock()
-	c.settings[cg.Path] = st
-	c.mu.Unlock()
-	return st, err
-}
-
-// forget drops the settings of cgroups that are gone.
-func (c *cpuCollector) forget(cgs []cgroupfs.Cgroup) {
-	seen := make(map[string]bool, len(cgs))
-	for _, cg := range cgs {
-		seen[cg.Path] = true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for p := range c.settings {
-		if !seen[p] {
-			delete(c.settings, p)
-		}
-	}
-}
-
-func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (cpuSettings, error) {
-	st := cpuSettings{at: time.Now()}
-	var errs []error
-	optional := func(err error) bool {
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-		return err == nil
-	}
-	dir := l.CPU.Dir(cg.Path)
-	var err error
-	if l.CPU.Version == 2 {
-		st.burstUS, err = cgroupfs.ReadCPUBurstV2(dir)
-		st.hasBurst = optional(err)
-		st.weight, err = cgroupfs.ReadCPUWeightV2(dir)
-		st.hasWeight = optional(err)
-	} else {
-		st.burstUS, err = cgroupfs.ReadCPUBurstV1(dir)
-		st.hasBurst = optional(err)
-		var shares uint64
-		shares, err = cgroupfs.ReadCPUSharesV1(dir)
-		st.weight, st.hasWeight = cgroupfs.SharesToWeight(shares), optional(err)
-	}
-	if l.CPUSet != nil {
-		file := "cpuset.cpus"
-		if l.CPUSet.Version == 2 {
-			file = "cpuset.cpus.effective"
-		}
-		if d := l.CPUSet.Dir(cg.Path); d != "" {
-			st.cpus, err = cgroupfs.ReadCpusetCount(filepath.Join(d, file))
-			st.hasCPUs = optional(err) && st.cpus > 0
-		}
-	}
-	return st, errors.Join(errs...)
 }
 
 // collect emits one cgroup's CPU series. Required files missing means the cgroup is
@@ -189,7 +103,7 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 			return err
 		}
 	}
-	settings, err := c.settingsFor(l, cg)
+	settings, err := c.env.Cgroups.Settings(cg)
 	optional(err)
 	// Like cAdvisor, period, burst and throttling series exist only where a quota is set:
 	// elsewhere they are constant zeros.

@@ -16,33 +16,6 @@ var descRE = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", help: "((?:[^"\\]|\\.
 
 type docRow struct{ name, kind, labels, collector, help string }
 
-// collectorOf names the collector (flag) that emits a metric, from its name.
-func collectorOf(name string) string {
-	switch {
-	case strings.HasPrefix(name, "quota_exporter_throttle_"), strings.HasPrefix(name, "quota_cpu_throttled_window_"):
-		return "throttle"
-	case strings.HasPrefix(name, "quota_exporter_malloc_"):
-		return "malloc"
-	case strings.HasPrefix(name, "quota_exporter_"):
-		return "(always)"
-	case strings.HasPrefix(name, "quota_cpu_"):
-		return "cpu"
-	case strings.HasPrefix(name, "quota_memory_"):
-		return "memory"
-	case name == "quota_process_malloc_heap_resident_bytes":
-		return "smaps"
-	case strings.HasPrefix(name, "quota_process_malloc_"), name == "quota_process_allocator_info":
-		return "malloc"
-	case strings.HasPrefix(name, "quota_process_"):
-		return "process"
-	case strings.HasPrefix(name, "quota_jvm_"):
-		return "jvm"
-	case strings.HasPrefix(name, "quota_go_"):
-		return "go"
-	}
-	return "?"
-}
-
 func kindOf(name string) string {
 	switch {
 	case strings.HasPrefix(name, "quota_cpu_throttled_window_"):
@@ -55,13 +28,20 @@ func kindOf(name string) string {
 
 func docRows(t testing.TB) []docRow {
 	var rows []docRow
-	for _, d := range documented {
-		m := descRE.FindStringSubmatch(d.String())
-		if m == nil {
-			t.Fatalf("cannot read %s", d)
+	add := func(collector string, descs []*prometheus.Desc) {
+		for _, d := range descs {
+			m := descRE.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("cannot read %s", d)
+			}
+			labels := strings.ReplaceAll(m[3], " ", "")
+			rows = append(rows, docRow{m[1], kindOf(m[1]), labels, collector, strings.ReplaceAll(m[2], `\"`, `"`)})
 		}
-		labels := strings.ReplaceAll(m[3], " ", "")
-		rows = append(rows, docRow{m[1], kindOf(m[1]), labels, collectorOf(m[1]), strings.ReplaceAll(m[2], `\"`, `"`)})
+	}
+	// Each metric's collector is the one that registered its descriptor.
+	add("(always)", Descriptors(""))
+	for _, name := range Available() {
+		add(name, Descriptors(name))
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
 	return rows
@@ -130,5 +110,4 @@ func TestGoldenNamesDocumented(t *testing.T) {
 			}
 		}
 	}
-	_ = prometheus.NewRegistry
 }

@@ -120,6 +120,20 @@ func (t *tally) add(subject string, err error) bool {
 	return true
 }
 
+// note marks the update failed for an error already counted where it happened (by a
+// source), unless its reason is tolerated.
+func (t *tally) note(err error) {
+	t.mu.Lock()
+	t.byReason[Reason(err)]++
+	t.mu.Unlock()
+}
+
+// errNoHierarchy is a collector's answer on a host without its cgroup hierarchy: not a
+// success with no series.
+func errNoHierarchy(controller string) error {
+	return fmt.Errorf("no %s cgroup hierarchy mounted (see the layout logged at start)", controller)
+}
+
 // err summarises the failures ("skipped 2 inputs: parse=1 permission=1"), nil if none.
 func (t *tally) err() error {
 	t.mu.Lock()
@@ -142,10 +156,10 @@ func (t *tally) err() error {
 
 // Descriptors of metrics built elsewhere (client_golang), listed for docs/metrics.md.
 var (
-	_ = document(prometheus.NewDesc(namespace+"_exporter_read_errors_total",
+	_ = selfMetric(prometheus.NewDesc(namespace+"_exporter_read_errors_total",
 		"quota_exporter: inputs skipped because they could not be read, by collector and reason (vanished, permission, parse, timeout, io).",
 		[]string{"collector", "reason"}, nil))
-	_ = document(prometheus.NewDesc(namespace+"_exporter_build_info",
+	_ = selfMetric(prometheus.NewDesc(namespace+"_exporter_build_info",
 		"quota_exporter: version, revision, branch and Go version it was built with (prometheus/common version, injected by the Makefile).",
 		[]string{"version", "revision", "branch", "goversion", "goos", "goarch", "tags"}, nil))
 )

@@ -42,7 +42,7 @@ func installHost(t testing.TB, h host) Config {
 	if err := fixture.Install(src, dst); err != nil {
 		t.Fatal(err)
 	}
-	return Config{ProcPath: filepath.Join(dst, "proc"), SysPath: filepath.Join(dst, "sys"), RootPath: dst, ThrottleWindow: time.Second}
+	return Config{ProcPath: filepath.Join(dst, "proc"), SysPath: filepath.Join(dst, "sys"), ThrottleWindow: time.Second}
 }
 
 // scrapeText runs collectors and renders the exposition without volatile metrics.

@@ -2,10 +2,8 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,9 +12,10 @@ import (
 )
 
 func init() {
-	register("jvm", true, "HotSpot JVMs from their perf data (hsperfdata, no attach): safepoints, GC pauses, JIT, heap, and GC/JIT threads against the quota", newJVMCollector)
-	// JVMs first: detecting Go reads the executable's build info, needless for java.
-	runtimeDetectors = append([]func(context.Context, *Env, *process) (string, string, error){detectJVM}, runtimeDetectors...)
+	register("jvm", true, "HotSpot JVMs from their perf data (hsperfdata, no attach): safepoints, GC pauses, JIT, heap, and GC/JIT threads against the quota", newJVMCollector,
+		jvmInfoDesc, jvmPerfDataDesc, jvmSafepointsDesc, jvmSafepointSecondsDesc, jvmSafepointSyncDesc, jvmGCPausesDesc,
+		jvmGCPauseSecondsDesc, jvmJITSecondsDesc, jvmHeapCommittedDesc, jvmHeapUsedDesc, jvmMetaspaceDesc, jvmCPUCountDesc,
+		jvmParallelGCDesc, jvmConcGCDesc, jvmJITThreadsDesc, jvmThreadsDesc)
 }
 
 var (
@@ -54,64 +53,23 @@ var (
 		"Live JVM threads by kind, from thread names in /proc/<pid>/task/*/comm: gc, jit, vm (VM infrastructure), app. GC and JIT workers start lazily, so gc can be below the configured count.", "kind")
 )
 
-type jvmCollector struct {
-	env       *Env
-	src       *ProcessSource
-	inspector *jvm.Inspector
-}
+type jvmCollector struct{ env *Env }
 
-var jvmInspectors sync.Map // *Env -> *jvm.Inspector
+func newJVMCollector(env *Env) (Collector, error) { return &jvmCollector{env}, nil }
 
-// jvmInspectors share one perf-data cache per Env between detection and the collector.
-func jvmInspector(env *Env) *jvm.Inspector {
-	v, _ := jvmInspectors.LoadOrStore(env, &jvm.Inspector{Procfs: env.Config.ProcPath})
-	return v.(*jvm.Inspector)
-}
-
-func newJVMCollector(env *Env) (Collector, error) {
-	src, err := processSourceFor(env)
-	if err != nil {
-		return nil, err
-	}
-	return &jvmCollector{env: env, src: src, inspector: jvmInspector(env)}, nil
-}
-
-// detectJVM recognises HotSpot JVMs (java executable) and names them by main class or jar.
-func detectJVM(ctx context.Context, env *Env, p *process) (string, string, error) {
-	if p.Stat.Comm != "java" && !hasBase(p.state.exe, "java") {
-		return "", "", nil
-	}
-	info, err := jvmInspector(env).Inspect(ctx, p.PID, jvmCgroup(env, p.Cgroup, 0))
-	if errors.Is(err, jvm.ErrNotJVM) {
-		return "", "", nil
-	}
-	if err != nil {
-		return "", "", err
-	}
-	name := info.Main
-	if name == "" {
-		name = p.Stat.Comm
-	}
-	return runtimeJVM, name, nil
-}
-
-func hasBase(path, base string) bool {
-	return len(path) >= len(base)+1 && path[len(path)-len(base)-1:] == "/"+base
-}
-
-// jvmCgroup describes the JVM's cgroup as the JVM's container detection saw it.
-func jvmCgroup(env *Env, cg cgroupfs.Cgroup, affinity int) jvm.CgroupCPU {
-	l := env.Cgroups.Layout()
-	out := jvm.CgroupCPU{Affinity: affinity}
+// jvmCgroup describes the JVM's cgroup as the JVM's container detection saw it: the quota
+// discovery read this scrape, shares or weight from the cgroup source's settings cache.
+func jvmCgroup(src *CgroupSource, cg cgroupfs.Cgroup) jvm.CgroupCPU {
+	l := src.Layout()
+	var out jvm.CgroupCPU
 	if l.CPU != nil {
-		dir := l.CPU.Dir(cg.Path)
 		out.V2 = l.CPU.Version == 2
-		if out.V2 {
-			if w, err := cgroupfs.ReadCPUWeightV2(dir); err == nil {
-				out.Weight = int64(w)
+		if st, err := src.Settings(cg); err == nil || st.hasWeight {
+			if out.V2 && st.hasWeight {
+				out.Weight = int64(st.weight)
+			} else if !out.V2 && st.hasWeight {
+				out.Shares = int64(st.shares)
 			}
-		} else if s, err := cgroupfs.ReadCPUSharesV1(dir); err == nil {
-			out.Shares = int64(s)
 		}
 		if cg.HasCPUMax && cg.CPUMax.Limited() {
 			out.QuotaUS, out.PeriodUS = cg.CPUMax.QuotaUS, int64(cg.CPUMax.PeriodUS)
@@ -125,17 +83,20 @@ func jvmCgroup(env *Env, cg cgroupfs.Cgroup, affinity int) jvm.CgroupCPU {
 
 func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newProcessTally("jvm", c.env.Errors)
-	procs, _ := c.src.Processes(ctx)
-	alive := map[int]bool{}
+	src := c.env.Processes
+	procs, _ := src.Processes(ctx)
 	for _, p := range procs {
 		if p.Runtime != runtimeJVM {
 			continue
 		}
-		alive[p.PID] = true
-		info, err := c.inspector.Inspect(ctx, p.PID, jvmCgroup(c.env, p.Cgroup, 0))
-		if err != nil {
-			t.add(fmt.Sprintf("pid %d", p.PID), err)
-			continue
+		info := p.jvmInfo // read by detection in this scrape
+		if info == nil {
+			var err error
+			info, err = src.JVM.InspectProcess(ctx, p.jvmProcess(ctx, c.env.Config.ProcPath), jvmCgroup(c.env.Cgroups, p.Cgroup))
+			if err != nil {
+				t.add(fmt.Sprintf("pid %d", p.PID), err)
+				continue
+			}
 		}
 		e := newEmitter(ch, processLabels, processLabelValues(p))
 		version := ""
@@ -175,14 +136,17 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 		e.gauge(jvmHeapUsedDesc, float64(ctr.HeapUsedBytes))
 		e.gauge(jvmMetaspaceDesc, float64(ctr.MetaspaceUsedBytes))
 	}
-	c.inspector.Forget(func(pid int) bool { return alive[pid] })
 	return t.err()
 }
 
 // logUnavailable says once per process why its perf data is missing; it is a state of the
 // JVM, not an exporter error.
 func (c *jvmCollector) logUnavailable(p *process, info *jvm.Info) {
-	if _, logged := p.state.data.LoadOrStore("jvm-unavailable-logged", true); logged {
+	p.state.mu.Lock()
+	logged := p.state.jvmNoteDone
+	p.state.jvmNoteDone = true
+	p.state.mu.Unlock()
+	if logged {
 		return
 	}
 	reason := "unknown"

@@ -1,11 +1,9 @@
 package collector
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 )
@@ -24,74 +22,16 @@ func cgroupLabelValues(cg cgroupfs.Cgroup, extra ...string) []string {
 }
 
 func newCgroupDesc(name, help string, extra ...string) *prometheus.Desc {
-	return document(prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, cgroupLabels...), extra...), nil))
+	return prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, cgroupLabels...), extra...), nil)
 }
 
-// documented lists every descriptor the exporter can emit, for docs/metrics.md and the
-// mixin's check that it uses only exported names. Filled at init, read-only afterwards.
-var documented []*prometheus.Desc
+// processLabels extend the cgroup identity on every per-process series.
+var processLabels = append(append([]string{}, cgroupLabels...), "process", "runtime")
 
-func document(d *prometheus.Desc) *prometheus.Desc {
-	documented = append(documented, d)
-	return d
+func newProcessDesc(name, help string, extra ...string) *prometheus.Desc {
+	return prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, processLabels...), extra...), nil)
 }
 
-// emitter sends the metrics of one cgroup or process. The label pairs of its identity are
-// built once and shared by all its series without extra labels: building them per series
-// (MustNewConstMetric) was the largest share of a scrape's allocations.
-type emitter struct {
-	ch     chan<- prometheus.Metric
-	labels []string
-	pairs  []*dto.LabelPair // labels sorted by name, as client_golang writes them
-}
-
-func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
-	pairs := make([]*dto.LabelPair, len(names))
-	for i := range names {
-		pairs[i] = &dto.LabelPair{Name: &names[i], Value: &values[i]}
-	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i].GetName() < pairs[j].GetName() })
-	return emitter{ch: ch, labels: values, pairs: pairs}
-}
-
-func (e emitter) gauge(d *prometheus.Desc, v float64, extra ...string) {
-	if len(extra) == 0 {
-		e.ch <- &sharedLabelsMetric{desc: d, pairs: e.pairs, gauge: &dto.Gauge{Value: &v}}
-		return
-	}
-	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, e.with(extra)...)
-}
-
-func (e emitter) counter(d *prometheus.Desc, v float64, extra ...string) {
-	if len(extra) == 0 {
-		e.ch <- &sharedLabelsMetric{desc: d, pairs: e.pairs, counter: &dto.Counter{Value: &v}}
-		return
-	}
-	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, e.with(extra)...)
-}
-
-// with appends extra label values, made valid UTF-8 (a JVM's version string comes from its
-// perf data, which may be torn).
-func (e emitter) with(extra []string) []string {
-	out := append(append(make([]string, 0, len(e.labels)+len(extra)), e.labels...), extra...)
-	for i := len(e.labels); i < len(out); i++ {
-		out[i] = strings.ToValidUTF8(out[i], "\uFFFD")
-	}
-	return out
-}
-
-// sharedLabelsMetric is a const gauge or counter whose label pairs are shared, read-only,
-// with the other series of the same cgroup or process.
-type sharedLabelsMetric struct {
-	desc    *prometheus.Desc
-	pairs   []*dto.LabelPair
-	gauge   *dto.Gauge
-	counter *dto.Counter
-}
-
-func (m *sharedLabelsMetric) Desc() *prometheus.Desc { return m.desc }
-
-func (m *sharedLabelsMetric) Write(out *dto.Metric) error {
-	out.Label, out.Gauge, out.Counter = m.pairs, m.gauge, m.counter
-	return nil
+func processLabelValues(p *process, extra ...string) []string {
+	return append(cgroupLabelValues(p.Cgroup, p.Name, p.Runtime), extra...)
 }

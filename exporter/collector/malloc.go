@@ -11,7 +11,8 @@ import (
 )
 
 func init() {
-	register("malloc", true, "glibc malloc arenas and heaps (heap headers via /proc/<pid>/mem), arena limit and allocator of watched processes", newMallocCollector)
+	register("malloc", true, "glibc malloc arenas and heaps (heap headers via /proc/<pid>/mem), arena limit and allocator of watched processes", newMallocCollector,
+		mallocArenasDesc, mallocHeapsDesc, mallocLimitDesc, allocatorInfoDesc, mallocHeuristicDesc)
 }
 
 // mallocRefresh: the heap layout is re-read at most this often per process (it walks maps
@@ -28,57 +29,45 @@ var (
 	allocatorInfoDesc = newProcessDesc("process_allocator_info",
 		"Memory allocator in use: glibc, jemalloc, tcmalloc or mimalloc (mapped library, LD_PRELOAD, exported symbols), other when no glibc is mapped (static Go, musl).",
 		"allocator")
-	mallocHeuristicDesc = document(prometheus.NewDesc(namespace+"_exporter_malloc_heuristic_processes",
-		"quota_exporter: processes whose arenas were counted from /proc/<pid>/maps alone because /proc/<pid>/mem was not readable; that method undercounts full heaps.", nil, nil))
+	mallocHeuristicDesc = prometheus.NewDesc(namespace+"_exporter_malloc_heuristic_processes",
+		"quota_exporter: processes whose arenas were counted from /proc/<pid>/maps alone because /proc/<pid>/mem was not readable; that method undercounts full heaps.", nil, nil)
 )
 
-type mallocEntry struct {
-	state  *malloc.State
-	limit  int
-	at     time.Time
-	failed bool
-}
+type mallocCollector struct{ env *Env }
 
-type mallocCollector struct {
-	env *Env
-	src *ProcessSource
-}
+func newMallocCollector(env *Env) (Collector, error) { return &mallocCollector{env}, nil }
 
-func newMallocCollector(env *Env) (Collector, error) {
-	src, err := processSourceFor(env)
-	if err != nil {
-		return nil, err
+// heapLayoutOf returns the heap layout of p kept on its state, re-reading it (maps, a few
+// words of mem, environ once) when older than mallocRefresh. The malloc collector and the
+// smaps refresher both read it from here.
+func heapLayoutOf(ctx context.Context, src *ProcessSource, p *process) (heapLayout, error) {
+	p.state.mu.Lock()
+	h := p.state.heap
+	p.state.mu.Unlock()
+	if !h.at.IsZero() && time.Since(h.at) < mallocRefresh {
+		return h, nil
 	}
-	return &mallocCollector{env, src}, nil
-}
-
-// mallocState returns the cached heap layout of p, re-reading it when older than mallocRefresh.
-func mallocState(ctx context.Context, env *Env, p *process) (mallocEntry, error) {
-	v, _ := p.state.data.Load("malloc")
-	entry, _ := v.(mallocEntry)
-	if !entry.at.IsZero() && time.Since(entry.at) < mallocRefresh {
-		return entry, nil
-	}
-	st, err := malloc.Inspect(ctx, env.Config.ProcPath, p.PID)
-	if err != nil {
+	env, envErr := src.environ(ctx, p)
+	st, limit, err := malloc.InspectWithLimit(ctx, src.cfg.ProcPath, src.cfg.SysPath, p.PID,
+		malloc.Known{Env: env, EnvErr: envErr, ThreadNames: p.threadNames(ctx, src.cfg.ProcPath)})
+	if st == nil {
 		// Remember the failure so a process we may not read is not retried every scrape.
-		p.state.data.Store("malloc", mallocEntry{at: time.Now(), failed: true})
-		return mallocEntry{failed: true}, err
+		h = heapLayout{at: time.Now(), failed: true}
+	} else {
+		h = heapLayout{state: st, limit: limit, at: time.Now()}
 	}
-	entry = mallocEntry{state: st, at: time.Now()}
-	if st.Allocator == malloc.Glibc {
-		entry.limit, _, err = malloc.ArenaLimit(ctx, env.Config.ProcPath, env.Config.SysPath, p.PID)
-	}
-	p.state.data.Store("malloc", entry)
-	return entry, err
+	p.state.mu.Lock()
+	p.state.heap = h
+	p.state.mu.Unlock()
+	return h, err
 }
 
 func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newProcessTally("malloc", c.env.Errors)
-	procs, _ := c.src.Processes(ctx)
+	procs, _ := c.env.Processes.Processes(ctx)
 	heuristic := 0
 	for _, p := range procs {
-		entry, err := mallocState(ctx, c.env, p)
+		entry, err := heapLayoutOf(ctx, c.env.Processes, p)
 		t.add(fmt.Sprintf("pid %d", p.PID), err)
 		if entry.failed || entry.state == nil {
 			continue

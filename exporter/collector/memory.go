@@ -11,7 +11,9 @@ import (
 )
 
 func init() {
-	register("memory", true, "cgroup memory limit, usage, working set, RSS, cache and OOM kills", newMemoryCollector)
+	register("memory", true, "cgroup memory limit, usage, working set, RSS, cache and OOM kills", newMemoryCollector,
+		memLimitDesc, memUsageDesc, memWorkingSetDesc, memRSSDesc, memCacheDesc, memOOMKillsDesc,
+		memPressureWaitingDesc, memPressureStalledDesc)
 }
 
 var (
@@ -41,9 +43,12 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	t := newTally("memory", c.env.Errors)
 	l := c.env.Cgroups.Layout()
 	if l.Memory == nil {
-		return nil
+		return errNoHierarchy("memory")
 	}
-	cgs, _ := c.env.Cgroups.Cgroups(ctx) // walk errors are counted once, by the cpu collector
+	cgs, walkErrs := c.env.Cgroups.Cgroups(ctx)
+	for _, we := range walkErrs {
+		t.note(we.Err) // counted by the cgroup source
+	}
 	for _, cg := range cgs {
 		if ctx.Err() != nil {
 			break

@@ -15,7 +15,7 @@ import (
 func TestHostCgroupTreeMountedIntoContainer(t *testing.T) {
 	h := hosts[0] // v2 systemd-driver Kubernetes node
 	cfg := installHost(t, h)
-	root := cfg.RootPath
+	root := filepath.Dir(cfg.ProcPath)
 	mi := filepath.Join(cfg.ProcPath, "self", "mountinfo")
 	b, err := os.ReadFile(mi)
 	if err != nil {

@@ -6,21 +6,13 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 func init() {
-	register("process", true, "per-process RSS, threads, start time and CPU of JVMs, Go programs and large processes in watched cgroups", newProcessCollector)
-}
-
-// processLabels extend the cgroup identity on every per-process series.
-var processLabels = append(append([]string{}, cgroupLabels...), "process", "runtime")
-
-func newProcessDesc(name, help string, extra ...string) *prometheus.Desc {
-	return document(prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, processLabels...), extra...), nil))
-}
-
-func processLabelValues(p *process, extra ...string) []string {
-	return append(cgroupLabelValues(p.Cgroup, p.Name, p.Runtime), extra...)
+	register("process", true, "per-process RSS, threads, start time and CPU of JVMs, Go programs and large processes in watched cgroups", newProcessCollector,
+		processInfoDesc, processResidentDesc, processResidentAnonDesc, processThreadsDesc, processStartDesc, processCPUDesc)
 }
 
 var (
@@ -40,24 +32,20 @@ var (
 
 type processCollector struct {
 	env      *Env
-	src      *ProcessSource
 	pageSize float64
 }
 
 func newProcessCollector(env *Env) (Collector, error) {
-	src, err := processSourceFor(env)
-	if err != nil {
-		return nil, err
-	}
-	return &processCollector{env: env, src: src, pageSize: float64(os.Getpagesize())}, nil
+	return &processCollector{env: env, pageSize: float64(os.Getpagesize())}, nil
 }
 
 func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newProcessTally("process", c.env.Errors)
-	procs, errs := c.src.Processes(ctx)
+	src := c.env.Processes
+	procs, errs := src.Processes(ctx)
 	bootErrLogged := false
 	for _, err := range errs {
-		t.add("process", err)
+		t.note(err) // counted by the process source
 	}
 	for _, p := range procs {
 		e := newEmitter(ch, processLabels, processLabelValues(p))
@@ -65,16 +53,13 @@ func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		e.gauge(processResidentDesc, float64(p.Stat.RSS)*c.pageSize)
 		e.gauge(processResidentAnonDesc, float64(p.Status.RssAnon))
 		e.gauge(processThreadsDesc, float64(p.Stat.NumThreads))
-		if start, err := c.src.startTime(p); err == nil {
+		if start, err := src.startTime(p.Stat.Starttime); err == nil {
 			e.gauge(processStartDesc, start)
 		} else if !bootErrLogged {
 			bootErrLogged = t.add("boot time", err)
 		}
-		e.counter(processCPUDesc, float64(p.Stat.UTime)/userHZ, "user")
-		e.counter(processCPUDesc, float64(p.Stat.STime)/userHZ, "system")
+		e.counter(processCPUDesc, float64(p.Stat.UTime)/kernel.UserHZ, "user")
+		e.counter(processCPUDesc, float64(p.Stat.STime)/kernel.UserHZ, "system")
 	}
 	return t.err()
 }
-
-// userHZ is the unit of utime and stime in /proc/<pid>/stat (100 on Linux, as procfs assumes).
-const userHZ = 100

@@ -74,7 +74,7 @@ func value(m *dto.Metric) float64 {
 
 func realEnv(t testing.TB, window time.Duration) *Env {
 	t.Helper()
-	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", RootPath: "/", ThrottleWindow: window}, discardLogger())
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: window}, discardLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -238,11 +238,8 @@ func TestProcessVanishedBetweenListAndRead(t *testing.T) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	env := runtimeEnv(t)
-	src, err := processSourceFor(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = src.read(context.Background(), pid, env.Cgroups.cached0())
+	src := env.Processes
+	_, err := src.read(context.Background(), pid, env.Cgroups.cached0())
 	if Reason(err) != "vanished" {
 		t.Errorf("reading an exited process: %v (reason %q), want vanished", err, Reason(err))
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 func init() {
-	register("smaps", true, "resident size of glibc malloc heaps from /proc/<pid>/smaps, read in the background at most every --process.smaps-interval", newSmapsCollector)
+	register("smaps", true, "resident size of glibc malloc heaps from /proc/<pid>/smaps, read in the background at most every --process.smaps-interval", newSmapsCollector,
+		mallocHeapResidentDesc)
 }
 
 var mallocHeapResidentDesc = newProcessDesc("process_malloc_heap_resident_bytes",
@@ -20,31 +21,21 @@ var mallocHeapResidentDesc = newProcessDesc("process_malloc_heap_resident_bytes"
 // smapsTick is how often the background loop looks for processes due a read.
 const smapsTick = 10 * time.Second
 
-type smapsEntry struct {
-	bytes uint64
-	at    time.Time
-}
-
 // smapsCollector reads smaps in its own goroutine; Update only reports cached values.
 type smapsCollector struct {
 	env      *Env
-	src      *ProcessSource
 	interval time.Duration
 	cancel   context.CancelFunc
 	done     chan struct{}
 }
 
 func newSmapsCollector(env *Env) (Collector, error) {
-	src, err := processSourceFor(env)
-	if err != nil {
-		return nil, err
-	}
 	interval := env.Config.SmapsInterval
 	if interval <= 0 {
 		interval = 5 * time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &smapsCollector{env: env, src: src, interval: interval, cancel: cancel, done: make(chan struct{})}
+	c := &smapsCollector{env: env, interval: interval, cancel: cancel, done: make(chan struct{})}
 	go c.loop(ctx)
 	return c, nil
 }
@@ -72,16 +63,18 @@ func (c *smapsCollector) loop(ctx context.Context) {
 
 // refresh reads smaps of every glibc process whose last read is older than the interval.
 func (c *smapsCollector) refresh(ctx context.Context) {
-	procs, _ := c.src.Processes(ctx)
+	procs, _ := c.env.Processes.Processes(ctx)
 	for _, p := range procs {
 		if ctx.Err() != nil {
 			return
 		}
-		v, _ := p.state.data.Load("smaps")
-		if e, ok := v.(smapsEntry); ok && time.Since(e.at) < c.interval {
+		p.state.mu.Lock()
+		last := p.state.smaps.at
+		p.state.mu.Unlock()
+		if !last.IsZero() && time.Since(last) < c.interval {
 			continue
 		}
-		m, err := mallocState(ctx, c.env, p)
+		m, err := heapLayoutOf(ctx, c.env.Processes, p)
 		if err != nil || m.state == nil || m.state.Allocator != malloc.Glibc {
 			continue
 		}
@@ -90,19 +83,22 @@ func (c *smapsCollector) refresh(ctx context.Context) {
 		cancel()
 		if err != nil {
 			c.env.Errors.Record("smaps", fmt.Sprintf("pid %d", p.PID), err)
-			p.state.data.Store("smaps", smapsEntry{at: time.Now()}) // do not retry before the interval
-			continue
+			n = 0 // keep the time only: do not retry before the interval
 		}
-		p.state.data.Store("smaps", smapsEntry{bytes: n, at: time.Now()})
+		p.state.mu.Lock()
+		p.state.smaps = smapsReading{bytes: n, at: time.Now()}
+		p.state.mu.Unlock()
 	}
 }
 
 func (c *smapsCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	procs, _ := c.src.Processes(ctx)
+	procs, _ := c.env.Processes.Processes(ctx)
 	for _, p := range procs {
-		v, _ := p.state.data.Load("smaps")
-		if e, ok := v.(smapsEntry); ok && !e.at.IsZero() {
-			ch <- prometheus.MustNewConstMetric(mallocHeapResidentDesc, prometheus.GaugeValue, float64(e.bytes), processLabelValues(p)...)
+		p.state.mu.Lock()
+		r := p.state.smaps
+		p.state.mu.Unlock()
+		if !r.at.IsZero() {
+			ch <- prometheus.MustNewConstMetric(mallocHeapResidentDesc, prometheus.GaugeValue, float64(r.bytes), processLabelValues(p)...)
 		}
 	}
 	return nil

@@ -15,7 +15,8 @@ import (
 )
 
 func init() {
-	register("throttle", true, "per-window CFS throttling histograms from a background sampler of cpu.stat", newThrottleCollector)
+	register("throttle", true, "per-window CFS throttling histograms from a background sampler of cpu.stat", newThrottleCollector,
+		throttledRatioDesc, throttledSecondsDesc, samplerCgroupsDesc, samplerSecondsDesc, samplerWindowsDesc)
 }
 
 // Bucket bounds. Ratio buckets are fixed; seconds buckets scale with the window (they are
@@ -33,12 +34,12 @@ var (
 	throttledSecondsDesc = newCgroupDesc("cpu_throttled_window_seconds",
 		"Per sampler window (--throttle.window, default 1s): throttled time accrued in the window, summed over CPUs (so it can exceed the window). "+
 			"Observed by a background sampler of cpu.stat for every cgroup with a CPU quota.")
-	samplerCgroupsDesc = document(prometheus.NewDesc(namespace+"_exporter_throttle_sampler_cgroups",
-		"quota_exporter: cgroups with a CPU quota the per-second throttling sampler is watching.", nil, nil))
-	samplerSecondsDesc = document(prometheus.NewDesc(namespace+"_exporter_throttle_sampler_seconds_total",
-		"quota_exporter: wall time the throttling sampler spent reading cpu.stat files (its cost).", nil, nil))
-	samplerWindowsDesc = document(prometheus.NewDesc(namespace+"_exporter_throttle_sampler_windows_total",
-		"quota_exporter: sampler windows run.", nil, nil))
+	samplerCgroupsDesc = prometheus.NewDesc(namespace+"_exporter_throttle_sampler_cgroups",
+		"quota_exporter: cgroups with a CPU quota the per-second throttling sampler is watching.", nil, nil)
+	samplerSecondsDesc = prometheus.NewDesc(namespace+"_exporter_throttle_sampler_seconds_total",
+		"quota_exporter: wall time the throttling sampler spent reading cpu.stat files (its cost).", nil, nil)
+	samplerWindowsDesc = prometheus.NewDesc(namespace+"_exporter_throttle_sampler_windows_total",
+		"quota_exporter: sampler windows run.", nil, nil)
 )
 
 // rediscoverEvery windows the sampler walks the hierarchies again for new cgroups with a

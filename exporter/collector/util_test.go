@@ -31,3 +31,15 @@ func (s *CgroupSource) cached0() cgroupfs.Cgroup {
 	}
 	return cgs[0]
 }
+
+// cgroupOf is the watched cgroup at path (a bare one when discovery does not list it).
+func cgroupOf(t testing.TB, env *Env, path string) cgroupfs.Cgroup {
+	t.Helper()
+	cgs, _ := env.Cgroups.Cgroups(context.Background())
+	for _, cg := range cgs {
+		if cg.Path == path {
+			return cg
+		}
+	}
+	return cgroupfs.Cgroup{Path: path}
+}

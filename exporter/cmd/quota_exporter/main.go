@@ -44,7 +44,7 @@ func run(args []string) int {
 		scrapeTO    = app.Flag("scrape.timeout", "Time bound of one scrape; collectors still reading then report failure.").Default("10s").Duration()
 		procPath    = app.Flag("path.procfs", "procfs mountpoint.").Default("/proc").String()
 		sysPath     = app.Flag("path.sysfs", "sysfs mountpoint (cgroups are found under <sysfs>/fs/cgroup via mountinfo).").Default("/sys").String()
-		rootPath    = app.Flag("path.rootfs", "rootfs mountpoint (accepted like node_exporter's; nothing is read through it: processes' own files, such as JVM perf data, are read through <procfs>/<pid>/root).").Default("/").String()
+		_           = app.Flag("path.rootfs", "rootfs mountpoint (accepted like node_exporter's; nothing is read through it: processes' own files, such as JVM perf data, are read through <procfs>/<pid>/root).").Default("/").String()
 		include     = app.Flag("cgroup.include", "Regexp of cgroup paths to watch (matched against the whole path).").Default(".*").String()
 		exclude     = app.Flag("cgroup.exclude", "Regexp of cgroup paths not to watch (matched against the whole path).").Default("").String()
 		bareRuntime = app.Flag("cgroup.bare-container-runtime", "Runtime prefix for container cgroups named by a bare 64-hex id (Kubernetes cgroupfs driver): containerd, cri-o or docker.").Default("containerd").Enum("containerd", "cri-o", "docker")
@@ -74,7 +74,7 @@ func run(args []string) int {
 	logger := promslog.New(logConfig)
 
 	cfg := collector.Config{
-		ProcPath: *procPath, SysPath: *sysPath, RootPath: *rootPath,
+		ProcPath: *procPath, SysPath: *sysPath,
 		BareContainerRuntime: *bareRuntime, ThrottleWindow: *window,
 		ProcessMinResident: uint64(*minRes), SmapsInterval: *smapsEvery,
 	}

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
-	"strconv"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // CPUMax is the CFS bandwidth limit: QuotaUS of CPU time per PeriodUS of wall time.
@@ -151,10 +152,6 @@ func ParseCPUStat(b []byte, s *CPUStat) error {
 	return nil
 }
 
-// userHZ is the unit of cpuacct.stat. It is 100 on every Linux architecture Go runs on in
-// practice (sysconf(_SC_CLK_TCK)); procfs assumes the same.
-const userHZ = 100
-
 // CPUAcctUsage is cpuacct.stat (v1): user and system time.
 type CPUAcctUsage struct {
 	UserSeconds, SystemSeconds float64
@@ -168,9 +165,9 @@ func ReadCPUAcctStatV1(dir string) (CPUAcctUsage, error) {
 		return parseKeyed(b, func(k string, v uint64) {
 			switch k {
 			case "user":
-				u.UserSeconds, hasUser = float64(v)/userHZ, true
+				u.UserSeconds, hasUser = float64(v)/kernel.UserHZ, true
 			case "system":
-				u.SystemSeconds, hasSystem = float64(v)/userHZ, true
+				u.SystemSeconds, hasSystem = float64(v)/kernel.UserHZ, true
 			}
 		})
 	})
@@ -191,47 +188,12 @@ func ReadCpusetCount(path string) (int, error) {
 	return n, err
 }
 
-// ParseCPUList counts the CPUs in a kernel CPU list such as "0-3,8,10-11".
+// ParseCPUList counts the CPUs in a kernel CPU list such as "0-3,8,10-11" (kernel.CountCPUList),
+// a malformed list being ErrParse.
 func ParseCPUList(s string) (int, error) {
-	if s == "" {
-		return 0, nil
-	}
-	var set [16]uint64 // up to 1024 CPUs; larger ids are counted without dedup
-	n := 0
-	for len(s) > 0 {
-		part := s
-		if i := indexByte(s, ','); i >= 0 {
-			part, s = s[:i], s[i+1:]
-		} else {
-			s = ""
-		}
-		lo, hi := part, part
-		if i := indexByte(part, '-'); i >= 0 {
-			lo, hi = part[:i], part[i+1:]
-		}
-		a, err1 := strconv.ParseUint(lo, 10, 32)
-		b, err2 := strconv.ParseUint(hi, 10, 32)
-		if err1 != nil || err2 != nil || b < a || b-a > 1<<16 {
-			return 0, fmt.Errorf("%w: cpu list %q", ErrParse, part)
-		}
-		for c := a; c <= b; c++ {
-			if c < 1024 {
-				if set[c/64]&(1<<(c%64)) != 0 {
-					continue
-				}
-				set[c/64] |= 1 << (c % 64)
-			}
-			n++
-		}
+	n, err := kernel.CountCPUList(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrParse, err)
 	}
 	return n, nil
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }

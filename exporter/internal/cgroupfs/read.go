@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // ErrParse marks a file whose content is not what the kernel writes.
@@ -114,13 +116,7 @@ func parseUint(b []byte) (uint64, error) {
 // not two fields with a number fails the whole file: a torn or foreign file must not yield
 // plausible-looking partial numbers.
 func parseKeyed(b []byte, visit func(key string, v uint64)) error {
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range kernel.Lines(b) {
 		if len(line) == 0 {
 			continue
 		}

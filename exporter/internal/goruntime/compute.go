@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // Source names the rule that decides a Go process's GOMAXPROCS.
@@ -159,29 +161,8 @@ func GODEBUGInt(key string, def int32, godebugs ...string) int32 {
 }
 
 // ParseCPUList counts the CPUs in a kernel CPU list such as "0-3,8,10-11" (the
-// Cpus_allowed_list line of /proc/<pid>/status).
+// Cpus_allowed_list line of /proc/<pid>/status); false when malformed (kernel.CountCPUList).
 func ParseCPUList(s string) (int, bool) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, true
-	}
-	n := 0
-	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.ParseUint(lo, 10, 31)
-		if err != nil {
-			return 0, false
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.ParseUint(hi, 10, 31); err != nil || b < a {
-				return 0, false
-			}
-		}
-		n += int(b - a + 1)
-		if n > 1<<22 { // far beyond any kernel's NR_CPUS
-			return 0, false
-		}
-	}
-	return n, true
+	n, err := kernel.CountCPUList(s)
+	return n, err == nil
 }

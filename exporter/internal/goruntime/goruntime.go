@@ -15,10 +15,11 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // AutoMaxProcsModule is the module whose presence means GOMAXPROCS follows the quota at start.
@@ -47,6 +48,35 @@ type Info struct {
 // process's own cpu cgroup (see CPUQuota). Errors wrap os.ErrPermission (no ptrace-read
 // access to exe/environ), os.ErrNotExist (process gone), procread.ErrTimeout or ErrParse.
 func Inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota) (*Info, error) {
+	status := filepath.Join(procfs, strconv.Itoa(pid), "status")
+	return inspect(ctx, procfs, pid, cpu, func() (int, error) { return readAffinity(ctx, status) },
+		func() (map[string]string, error) { return procenv.Lookup(ctx, procfs, pid, EnvKeys()...) })
+}
+
+// EnvKeys are the environment variables Inspect reads.
+func EnvKeys() []string { return []string{"GOMAXPROCS", "GODEBUG"} }
+
+// Known is what a caller that watches many processes has read already: the affinity from
+// /proc/<pid>/status (AffinityErr non-nil when Cpus_allowed_list was absent or malformed) and
+// a function returning the process's environment variables (at least EnvKeys), read once
+// and shared with other readers.
+type Known struct {
+	Affinity    int
+	AffinityErr error
+	Env         func() (map[string]string, error)
+}
+
+// InspectKnown is Inspect without reading status or environ again.
+func InspectKnown(ctx context.Context, procfs string, pid int, k Known, cpu CPUQuota) (*Info, error) {
+	return inspect(ctx, procfs, pid, cpu, func() (int, error) {
+		if k.AffinityErr != nil {
+			return 0, fmt.Errorf("%w: Cpus_allowed_list: %v", ErrParse, k.AffinityErr)
+		}
+		return k.Affinity, nil
+	}, k.Env)
+}
+
+func inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota, affinity func() (int, error), environ func() (map[string]string, error)) (*Info, error) {
 	dir := filepath.Join(procfs, strconv.Itoa(pid))
 	bi, err := readBuildInfo(ctx, filepath.Join(dir, "exe"))
 	if err != nil {
@@ -71,11 +101,11 @@ func Inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota) (*Info, 
 		}
 	}
 
-	env, err := procenv.Lookup(ctx, procfs, pid, "GOMAXPROCS", "GODEBUG")
+	env, err := environ()
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: environ: %w", pid, classify(err))
 	}
-	info.Affinity, err = readAffinity(ctx, filepath.Join(dir, "status"))
+	info.Affinity, err = affinity()
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: affinity: %w", pid, classify(err))
 	}
@@ -121,8 +151,8 @@ func readAffinity(ctx context.Context, status string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+	for line := range kernel.Lines(b) {
+		if v, ok := strings.CutPrefix(string(line), "Cpus_allowed_list:"); ok {
 			n, ok := ParseCPUList(v)
 			if !ok {
 				return 0, fmt.Errorf("%w: Cpus_allowed_list %q", ErrParse, strings.TrimSpace(v))
@@ -138,9 +168,4 @@ func readAffinity(ctx context.Context, status string) (int, error) {
 }
 
 // classify makes "process gone" errors that do not already do so match os.ErrNotExist.
-func classify(err error) error {
-	if errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%w: %w", os.ErrNotExist, err)
-	}
-	return err
-}
+func classify(err error) error { return kernel.Vanished(err) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/hsperfdata"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
@@ -61,7 +62,7 @@ type Inspector struct {
 
 	mu       sync.Mutex
 	cache    map[cacheKey]*cached
-	bootTime float64 // /proc/stat btime, read once
+	bootTime float64 // /proc/stat btime, read once when the caller gives no start time
 }
 
 type cacheKey struct {
@@ -91,38 +92,93 @@ const threadRecount = 30 * time.Second
 
 // Forget drops cached state of processes not in alive (call after each scrape).
 func (in *Inspector) Forget(alive func(pid int) bool) {
+	in.Evict(func(pid int, _ uint64) bool { return alive(pid) })
+}
+
+// Evict drops cached state of processes, identified by pid and start ticks, that keep
+// rejects: exited ones, or one that exec'd into another program (same pid and start time).
+func (in *Inspector) Evict(keep func(pid int, startTicks uint64) bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for k := range in.cache {
-		if !alive(k.pid) {
+		if !keep(k.pid, k.start) {
 			delete(in.cache, k)
 		}
 	}
 }
 
-// Inspect gathers Info for one pid. Errors wrap os.ErrNotExist when the process vanished and
-// os.ErrPermission when its /proc files cannot be read; ErrNotJVM when it is no JVM. Absent
-// perf data is not an error: Info.Unavailable says why.
+// Len is the number of processes with cached state.
+func (in *Inspector) Len() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.cache)
+}
+
+// Process is what process discovery already read about a process (/proc/<pid>/stat, status
+// and the exe link), handed to InspectProcess so that the reader does not read them again.
+type Process struct {
+	PID, NSPid, UID int
+	// Affinity is the CPU count of Cpus_allowed_list, Threads the Threads: line.
+	Affinity, Threads int
+	// StartTicks is field 22 of /proc/<pid>/stat: with PID it identifies the process.
+	StartTicks uint64
+	// Comm is the command name; Exe the exe link's target, "" when it could not be read.
+	Comm, Exe string
+	// StartTime is the start in seconds since the epoch; 0 when unknown (then Inspect reads
+	// the boot time itself).
+	StartTime float64
+	// ThreadNames returns the names of the process's threads, read once and shared with
+	// other readers; nil makes the reader read task/*/comm itself.
+	ThreadNames func() ([]string, error)
+}
+
+// IsJVM tells a HotSpot JVM by its executable's name, or by its comm when the exe link
+// cannot be read (another user's process without CAP_SYS_PTRACE). Custom launchers embedding
+// libjvm.so are not detected: finding them needs /proc/<pid>/maps, which takes the target's
+// mmap lock on every scrape.
+func (p Process) IsJVM() bool {
+	return filepath.Base(strings.TrimSuffix(p.Exe, " (deleted)")) == "java" || p.Comm == "java"
+}
+
+// Inspect gathers Info for one pid, reading its stat, status and exe link first; see
+// InspectProcess.
 func (in *Inspector) Inspect(ctx context.Context, pid int, cg CgroupCPU) (*Info, error) {
-	procfs := in.Procfs
-	if procfs == "" {
-		procfs = "/proc"
-	}
+	procfs := in.procfs()
 	st, err := readStatus(ctx, procfs, pid)
 	if err != nil {
 		return nil, err
 	}
-	isJVM, exe, err := detectJVM(ctx, procfs, pid)
-	if err != nil {
+	p := Process{PID: pid, NSPid: st.NSPid, UID: st.UID, Affinity: st.Affinity, Threads: st.Threads}
+	if p.Exe, p.Comm, err = readExeComm(ctx, procfs, pid); err != nil {
 		return nil, err
 	}
-	if !isJVM {
+	if !p.IsJVM() {
 		return nil, ErrNotJVM
 	}
-	start, err := readStartTicks(ctx, procfs, pid)
-	if err != nil {
+	if p.StartTicks, err = readStartTicks(ctx, procfs, pid); err != nil {
 		return nil, err
 	}
+	return in.InspectProcess(ctx, p, cg)
+}
+
+func (in *Inspector) procfs() string {
+	if in.Procfs == "" {
+		return "/proc"
+	}
+	return in.Procfs
+}
+
+// InspectProcess gathers Info for a process whose stat and status were read by the caller.
+// Errors wrap os.ErrNotExist when the process vanished and os.ErrPermission when its /proc
+// files cannot be read; ErrNotJVM when it is no JVM. Absent perf data is not an error:
+// Info.Unavailable says why.
+func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU) (*Info, error) {
+	if !p.IsJVM() {
+		return nil, ErrNotJVM
+	}
+	procfs := in.procfs()
+	pid, start, exe := p.PID, p.StartTicks, strings.TrimSuffix(p.Exe, " (deleted)")
+	st := procStatus{NSPid: p.NSPid, UID: p.UID, Affinity: p.Affinity, Threads: p.Threads}
 	info := &Info{PID: pid, NSPid: st.NSPid, StartTicks: start}
 	key := cacheKey{pid, start}
 	in.mu.Lock()
@@ -152,7 +208,7 @@ func (in *Inspector) Inspect(ctx context.Context, pid int, cg CgroupCPU) (*Info,
 		} else {
 			err = &UnavailableError{Reason: ReasonUnreadable, Err: err}
 		}
-		if err == nil && in.stale(ctx, procfs, snap, start) {
+		if err == nil && in.stale(snap, p) {
 			err = &UnavailableError{Reason: ReasonStale}
 		}
 		if err == nil {
@@ -240,34 +296,34 @@ func (in *Inspector) Inspect(ctx context.Context, pid int, cg CgroupCPU) (*Info,
 		info.Threads = c.threads
 		return info, nil
 	}
-	info.Threads, err = CountThreads(ctx, procfs, pid)
+	names := p.ThreadNames
+	if names == nil {
+		names = func() ([]string, error) { return ThreadNames(ctx, procfs, pid) }
+	}
+	tn, err := names()
 	if err != nil {
 		return nil, vanished(err)
 	}
+	info.Threads = ClassifyThreads(tn)
 	in.mu.Lock()
 	c.threads, c.threadsN, c.threadsAt = info.Threads, st.Threads, time.Now()
 	in.mu.Unlock()
 	return info, nil
 }
 
-// detectJVM decides that pid is a JVM when its executable is named java or, when the exe link
-// cannot be read (another user's process without CAP_SYS_PTRACE), its comm is "java". Custom
-// launchers embedding libjvm.so are not detected: finding them needs /proc/<pid>/maps, which
-// takes the target's mmap lock on every scrape.
-func detectJVM(ctx context.Context, procfs string, pid int) (bool, string, error) {
+// readExeComm reads the exe link (empty when unreadable) and, unless it names java, the comm.
+func readExeComm(ctx context.Context, procfs string, pid int) (exe, comm string, err error) {
 	base := filepath.Join(procfs, strconv.Itoa(pid))
-	exe, err := procread.Do(ctx, func() (string, error) { return os.Readlink(filepath.Join(base, "exe")) })
-	if err == nil {
-		exe = strings.TrimSuffix(exe, " (deleted)")
-		if filepath.Base(exe) == "java" {
-			return true, exe, nil
-		}
+	exe, err = procread.Do(ctx, func() (string, error) { return os.Readlink(filepath.Join(base, "exe")) })
+	if err == nil && (Process{Exe: exe}).IsJVM() {
+		return exe, "", nil
 	}
-	comm, err := procread.ReadFile(ctx, filepath.Join(base, "comm"), 64)
+	exe = ""
+	b, err := procread.ReadFile(ctx, filepath.Join(base, "comm"), 64)
 	if err != nil {
-		return false, "", vanished(err)
+		return "", "", vanished(err)
 	}
-	return string(bytes.TrimSpace(comm)) == "java", "", nil
+	return exe, string(bytes.TrimSpace(b)), nil
 }
 
 // readStartTicks reads the start time (field 22) of /proc/<pid>/stat.
@@ -330,38 +386,26 @@ func versionFromRelease(ctx context.Context, procfs string, pid int, exe string)
 	return Version{}
 }
 
-// clockTicks is USER_HZ, 100 on every Linux architecture the exporter runs on.
-const clockTicks = 100
-
 // stale reports whether snap was written by an earlier process with the same pid (a JVM killed
 // with SIGKILL leaves its file): its VM start time is well before this process started.
-func (in *Inspector) stale(ctx context.Context, procfs string, snap *hsperfdata.Snapshot, startTicks uint64) bool {
+func (in *Inspector) stale(snap *hsperfdata.Snapshot, p Process) bool {
 	ms, ok := snap.Int("sun.rt.createVmBeginTime")
 	if !ok || ms <= 0 {
 		return false
 	}
-	in.mu.Lock()
-	bt := in.bootTime
-	in.mu.Unlock()
-	if bt == 0 {
-		b, err := procread.ReadFile(ctx, filepath.Join(procfs, "stat"), 1<<20)
-		if err != nil {
-			return false
+	procStart := p.StartTime
+	if procStart <= 0 {
+		in.mu.Lock()
+		if in.bootTime == 0 {
+			in.bootTime, _ = kernel.BootTime(in.procfs())
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "btime "); ok {
-				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				bt = n
-			}
-		}
+		bt := in.bootTime
+		in.mu.Unlock()
 		if bt == 0 {
 			return false
 		}
-		in.mu.Lock()
-		in.bootTime = bt
-		in.mu.Unlock()
+		procStart = bt + float64(p.StartTicks)/kernel.UserHZ
 	}
-	procStart := bt + float64(startTicks)/clockTicks
 	// Slack for btime's one-second resolution and clock adjustments.
 	return float64(ms)/1e3 < procStart-10
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +12,9 @@ import (
 	"syscall"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procstatus"
 )
 
 // Reason says why a JVM has no usable perf data. None of these is a failure of the reader.
@@ -45,89 +47,31 @@ func (e *UnavailableError) Error() string {
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
-// maxStatus caps /proc/<pid>/status and passwd reads.
-const (
-	maxStatus = 64 << 10
-	maxPasswd = 1 << 20
-)
+// maxPasswd caps /etc/passwd reads.
+const maxPasswd = 1 << 20
 
 // procStatus holds the few /proc/<pid>/status fields used here.
-type procStatus struct {
-	NSPid    int // pid in the innermost pid namespace (last NSpid field)
-	UID      int // effective uid
-	Affinity int // CPUs in Cpus_allowed_list
-	Threads  int // Threads: line
-}
+type procStatus = procstatus.Status
 
 func readStatus(ctx context.Context, procfs string, pid int) (procStatus, error) {
-	b, err := procread.ReadFile(ctx, filepath.Join(procfs, strconv.Itoa(pid), "status"), maxStatus)
+	b, err := procread.ReadFile(ctx, filepath.Join(procfs, strconv.Itoa(pid), "status"), procstatus.MaxSize)
 	if err != nil {
 		return procStatus{}, vanished(err)
 	}
 	return parseStatus(b, pid), nil
 }
 
-func parseStatus(b []byte, pid int) procStatus {
-	st := procStatus{NSPid: pid, UID: -1}
-	for _, line := range bytes.Split(b, []byte{'\n'}) {
-		k, v, ok := bytes.Cut(line, []byte{':'})
-		if !ok {
-			continue
-		}
-		f := strings.Fields(string(v))
-		switch string(k) {
-		case "NSpid":
-			if len(f) > 0 {
-				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
-					st.NSPid = n
-				}
-			}
-		case "Uid":
-			if len(f) > 1 {
-				if n, err := strconv.Atoi(f[1]); err == nil {
-					st.UID = n
-				}
-			}
-		case "Threads":
-			if len(f) > 0 {
-				st.Threads, _ = strconv.Atoi(f[0])
-			}
-		case "Cpus_allowed_list":
-			if len(f) > 0 {
-				st.Affinity = CountCPUList(f[0])
-			}
-		}
-	}
-	return st
-}
+func parseStatus(b []byte, pid int) procStatus { return procstatus.Parse(b, pid) }
 
-// CountCPUList counts the CPUs in a list like "0-3,8,10-11".
+// CountCPUList counts the CPUs in a list like "0-3,8,10-11"; 0 when malformed
+// (kernel.CountCPUList).
 func CountCPUList(s string) int {
-	n := 0
-	for _, r := range strings.Split(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(r, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			continue
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<20 {
-				continue
-			}
-		}
-		n += b - a + 1
-	}
+	n, _ := kernel.CountCPUList(s)
 	return n
 }
 
 // vanished maps a process that went away to os.ErrNotExist (ESRCH shows up on some reads).
-func vanished(err error) error {
-	if errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%w: %w", os.ErrNotExist, err)
-	}
-	return err
-}
+func vanished(err error) error { return kernel.Vanished(err) }
 
 // FindPerfData locates the perf data file of host pid through its root:
 // <procfs>/<pid>/root/tmp/hsperfdata_*/<nspid>. With several candidates (several users' dirs

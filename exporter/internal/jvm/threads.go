@@ -75,20 +75,39 @@ const maxTasks = 100000
 // CountThreads classifies every thread of pid from <procfs>/<pid>/task/*/comm. The whole walk
 // is bounded by ctx (procread). Threads that exit during the walk are skipped.
 func CountThreads(ctx context.Context, procfs string, pid int) (ThreadCounts, error) {
+	names, err := ThreadNames(ctx, procfs, pid)
+	if err != nil {
+		return nil, err
+	}
+	return ClassifyThreads(names), nil
+}
+
+// ClassifyThreads counts thread names by kind.
+func ClassifyThreads(names []string) ThreadCounts {
+	out := ThreadCounts{}
+	for _, n := range names {
+		out[ClassifyThread(n)]++
+	}
+	return out
+}
+
+// ThreadNames reads the name of every thread of pid from <procfs>/<pid>/task/*/comm, bounded
+// by ctx (procread). Threads that exit during the walk are skipped.
+func ThreadNames(ctx context.Context, procfs string, pid int) ([]string, error) {
 	dir := filepath.Join(procfs, strconv.Itoa(pid), "task")
-	return procread.Do(ctx, func() (ThreadCounts, error) {
+	return procread.Do(ctx, func() ([]string, error) {
 		d, err := os.Open(dir)
 		if err != nil {
 			return nil, err
 		}
 		defer d.Close()
-		names, err := d.Readdirnames(maxTasks)
-		if err != nil && len(names) == 0 {
+		tids, err := d.Readdirnames(maxTasks)
+		if err != nil && len(tids) == 0 {
 			return nil, err
 		}
-		out := ThreadCounts{}
+		out := make([]string, 0, len(tids))
 		var buf [64]byte
-		for _, tid := range names {
+		for _, tid := range tids {
 			f, err := os.Open(filepath.Join(dir, tid, "comm"))
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
@@ -101,7 +120,7 @@ func CountThreads(ctx context.Context, procfs string, pid int) (ThreadCounts, er
 			if n == 0 {
 				continue
 			}
-			out[ClassifyThread(string(buf[:n]))]++
+			out = append(out, strings.TrimRight(string(buf[:n]), "\n"))
 		}
 		return out, nil
 	})

@@ -36,7 +36,7 @@ func libAllocator(name string) string {
 // Limits: a statically linked allocator in a stripped executable that does not export
 // malloc, and statically linked glibc, are not recognized; MALLOC_CONF alone is not
 // evidence (it is often set globally).
-func detectAllocator(ctx context.Context, dir string, maps []Mapping, env map[string]string, glibc bool) string {
+func detectAllocator(ctx context.Context, dir string, maps []Mapping, env map[string]string, glibc bool, threadNames func() ([]string, error)) string {
 	for _, m := range maps {
 		if m.Inode != 0 {
 			if a := libAllocator(m.Path); a != "" {
@@ -55,7 +55,7 @@ func detectAllocator(ctx context.Context, dir string, maps []Mapping, env map[st
 	if a := exeAllocator(ctx, filepath.Join(dir, "exe")); a != "" {
 		return a
 	}
-	if jemallocThreads(ctx, dir) {
+	if jemallocThreads(ctx, dir, threadNames) {
 		return Jemalloc
 	}
 	return Glibc
@@ -97,7 +97,16 @@ func exeAllocator(ctx context.Context, exe string) string {
 
 // jemallocThreads reports a thread named "jemalloc_bg_thd" (jemalloc with
 // background_thread:true; off by default, so absence proves nothing).
-func jemallocThreads(ctx context.Context, dir string) bool {
+func jemallocThreads(ctx context.Context, dir string, threadNames func() ([]string, error)) bool {
+	if threadNames != nil {
+		names, _ := threadNames()
+		for _, n := range names {
+			if strings.HasPrefix(n, "jemalloc_bg_thd") {
+				return true
+			}
+		}
+		return false
+	}
 	found, _ := procread.Do(ctx, func() (bool, error) {
 		d, err := os.Open(filepath.Join(dir, "task"))
 		if err != nil {

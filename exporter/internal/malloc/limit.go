@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // Sources of an arena limit.
@@ -37,7 +38,11 @@ const (
 //     2.39 went back to online CPUs (BZ 30945) and the fix was backported to the stable
 //     branches, so an unpatched 2.35-2.38 can have a lower limit than reported here.
 func ArenaLimit(ctx context.Context, procfs, sysfs string, pid int) (int, string, error) {
-	env, err := procenv.Lookup(ctx, procfs, pid, "MALLOC_ARENA_MAX", "MALLOC_ARENA_TEST", "GLIBC_TUNABLES")
+	return arenaLimit(ctx, sysfs, pid, newEnviron(ctx, procfs, pid))
+}
+
+func arenaLimit(ctx context.Context, sysfs string, pid int, environ *environ) (int, string, error) {
+	env, err := environ.get()
 	if err != nil {
 		return 0, "", fmt.Errorf("malloc: pid %d environ: %w", pid, err)
 	}
@@ -132,22 +137,9 @@ func onlineCPUs(ctx context.Context, sysfs string) int {
 	return countCPUList(string(bytes.TrimSpace(b)))
 }
 
-// countCPUList counts a kernel CPU list like "0-3,8,10-11"; malformed parts count 0.
+// countCPUList counts a kernel CPU list like "0-3,8,10-11"; 0 when malformed
+// (kernel.CountCPUList), which makes onlineCPUs fall back to glibc's assumption.
 func countCPUList(s string) int {
-	n := 0
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			continue
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				continue
-			}
-		}
-		n += b - a + 1
-	}
+	n, _ := kernel.CountCPUList(s)
 	return n
 }

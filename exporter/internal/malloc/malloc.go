@@ -22,6 +22,8 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // Methods of counting heaps.
@@ -66,6 +68,58 @@ type State struct {
 // Inspect reads the malloc state of pid under procfs (normally "/proc"). Without a deadline
 // in ctx the whole call is bounded by procread.DefaultTimeout.
 func Inspect(ctx context.Context, procfs string, pid int) (*State, error) {
+	return inspect(ctx, procfs, pid, newEnviron(ctx, procfs, pid), nil)
+}
+
+// EnvKeys are the environment variables Inspect and ArenaLimit read.
+func EnvKeys() []string {
+	return []string{"LD_PRELOAD", "MALLOC_CONF", "MALLOC_ARENA_MAX", "MALLOC_ARENA_TEST", "GLIBC_TUNABLES"}
+}
+
+// Known is what a caller watching many processes has read already and shares between
+// readers: the environment variables (at least EnvKeys) and the thread names.
+type Known struct {
+	Env         map[string]string
+	EnvErr      error
+	ThreadNames func() ([]string, error)
+}
+
+// InspectWithLimit is Inspect followed by ArenaLimit (for glibc processes; 0 otherwise),
+// with environ and task/*/comm not read here but taken from k.
+func InspectWithLimit(ctx context.Context, procfs, sysfs string, pid int, k Known) (*State, int, error) {
+	env := &environ{read: true, vars: k.Env, err: k.EnvErr}
+	st, err := inspect(ctx, procfs, pid, env, k.ThreadNames)
+	if err != nil || st.Allocator != Glibc {
+		return st, 0, err
+	}
+	limit, _, err := arenaLimit(ctx, sysfs, pid, env)
+	return st, limit, err
+}
+
+// environ reads the variables Inspect and ArenaLimit need from /proc/<pid>/environ once, on
+// first use.
+type environ struct {
+	ctx    context.Context
+	procfs string
+	pid    int
+	read   bool
+	vars   map[string]string
+	err    error
+}
+
+func newEnviron(ctx context.Context, procfs string, pid int) *environ {
+	return &environ{ctx: ctx, procfs: procfs, pid: pid}
+}
+
+func (e *environ) get() (map[string]string, error) {
+	if !e.read {
+		e.vars, e.err = procenv.Lookup(e.ctx, e.procfs, e.pid, EnvKeys()...)
+		e.read = true
+	}
+	return e.vars, e.err
+}
+
+func inspect(ctx context.Context, procfs string, pid int, environ *environ, threadNames func() ([]string, error)) (*State, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, procread.DefaultTimeout)
@@ -83,8 +137,8 @@ func Inspect(ctx context.Context, procfs string, pid int) (*State, error) {
 	}
 	st := &State{Glibc: glibcVersion(maps)}
 	// Environment errors are not fatal: maps is the main evidence.
-	env, _ := procenv.Lookup(ctx, procfs, pid, "LD_PRELOAD", "MALLOC_CONF")
-	st.Allocator = detectAllocator(ctx, dir, maps, env, st.Glibc != "")
+	env, _ := environ.get()
+	st.Allocator = detectAllocator(ctx, dir, maps, env, st.Glibc != "", threadNames)
 	if st.Glibc == "" {
 		return st, nil
 	}
@@ -147,12 +201,7 @@ func readHeaders(ctx context.Context, dir string, maps []Mapping, st *State) err
 }
 
 // vanished makes ESRCH (opening mem of a zombie) wrap os.ErrNotExist like ENOENT does.
-func vanished(err error) error {
-	if errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%w: %w", os.ErrNotExist, err)
-	}
-	return err
-}
+func vanished(err error) error { return kernel.Vanished(err) }
 
 func unreadable(err error) bool {
 	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // Mapping is one line of /proc/<pid>/maps.
@@ -24,13 +26,7 @@ func (m Mapping) Anonymous() bool {
 // capped in size can end in half a line); it never panics.
 func ParseMaps(b []byte) []Mapping {
 	var out []Mapping
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range kernel.Lines(b) {
 		if m, ok := parseMapsLine(line); ok {
 			out = append(out, m)
 		}

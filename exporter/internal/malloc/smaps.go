@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 const maxSmaps = 256 << 20
@@ -39,13 +41,7 @@ type SmapsEntry struct {
 // ParseSmapsRss picks each mapping's Rss out of /proc/<pid>/smaps; it never panics.
 func ParseSmapsRss(b []byte) []SmapsEntry {
 	var out []SmapsEntry
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range kernel.Lines(b) {
 		if v, ok := bytes.CutPrefix(line, []byte("Rss:")); ok {
 			if len(out) > 0 {
 				v = bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB"))

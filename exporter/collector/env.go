@@ -1,0 +1,50 @@
+package collector
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+)
+
+// Config is everything the collectors are configured with; main fills it from flags.
+type Config struct {
+	ProcPath, SysPath            string
+	CgroupInclude, CgroupExclude *regexp.Regexp
+	// BareContainerRuntime names the runtime of bare 64-hex container cgroups (cgroupfs driver).
+	BareContainerRuntime string
+	// ThrottleWindow is the per-second sampler's period.
+	ThrottleWindow time.Duration
+	// Process collectors.
+	ProcessMinResident             uint64
+	ProcessInclude, ProcessExclude *regexp.Regexp
+	SmapsInterval                  time.Duration
+}
+
+// Env is what the collectors share, created once per exporter by NewEnv: configuration,
+// logging, the error counter and the two sources. The cgroup source owns discovery and the
+// cgroups' slowly changing CPU settings; the process source owns the process list, each
+// process's typed per-reader state and the runtime readers' caches, and forgets exited
+// processes in all of them. Collectors hold no state about cgroups or processes that another
+// collector needs.
+type Env struct {
+	Config    Config
+	Logger    *slog.Logger
+	Errors    *ErrorCounter
+	Cgroups   *CgroupSource
+	Processes *ProcessSource
+}
+
+// NewEnv finds the cgroup hierarchies and prepares the sources.
+func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
+	errs := NewErrorCounter(logger)
+	cgroups, err := NewCgroupSource(cfg, logger, errs)
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{Config: cfg, Logger: logger, Errors: errs, Cgroups: cgroups}
+	if env.Processes, err = NewProcessSource(&env.Config, cgroups, errs); err != nil {
+		return nil, fmt.Errorf("process source: %w", err)
+	}
+	return env, nil
+}

@@ -1,0 +1,83 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
+)
+
+// detector tells whether a process runs one runtime, and its name for the process label
+// ("" keeps the comm). It returns runtime "" when the process is not of its runtime.
+type detector struct {
+	runtime string
+	detect  func(ctx context.Context, p *process) (runtime, name string, err error)
+}
+
+// newDetectors is the one place that orders runtime detection. Detection runs once per
+// process (pid and start time) whatever collectors are enabled: the runtime label of every
+// per-process series depends on it.
+func newDetectors(s *ProcessSource) []detector {
+	return []detector{
+		// JVMs first: detecting Go reads the executable's build info, needless for java.
+		{runtimeJVM, s.detectJVM},
+		{runtimeGo, s.detectGo},
+	}
+}
+
+// detectJVM recognises HotSpot JVMs (java executable) and names them by main class or jar.
+// What it read is kept on the process for the jvm collector of the same scrape.
+func (s *ProcessSource) detectJVM(ctx context.Context, p *process) (string, string, error) {
+	jp := p.jvmProcess(ctx, s.cfg.ProcPath)
+	if !jp.IsJVM() {
+		return "", "", nil
+	}
+	info, err := s.JVM.InspectProcess(ctx, jp, jvmCgroup(s.cgroups, p.Cgroup))
+	if errors.Is(err, jvm.ErrNotJVM) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	p.jvmInfo = info
+	name := info.Main
+	if name == "" {
+		name = p.Stat.Comm
+	}
+	return runtimeJVM, name, nil
+}
+
+// detectGo recognises Go binaries by their build info (debug/buildinfo on /proc/<pid>/exe);
+// the result serves the go collector until goInfoTTL.
+func (s *ProcessSource) detectGo(ctx context.Context, p *process) (string, string, error) {
+	info, err := s.inspectGo(ctx, p)
+	if err != nil {
+		return "", "", err
+	}
+	if !info.IsGo {
+		return "", "", nil
+	}
+	p.state.goInfo, p.state.goAt = info, time.Now()
+	return runtimeGo, "", nil
+}
+
+// inspectGo reads a process's Go build info; the affinity comes from the status discovery
+// read, the environment from the source's shared snapshot.
+func (s *ProcessSource) inspectGo(ctx context.Context, p *process) (*goruntime.Info, error) {
+	return goruntime.InspectKnown(ctx, s.cfg.ProcPath, p.PID, goruntime.Known{
+		Affinity: p.Status.Affinity, AffinityErr: p.Status.AffinityErr,
+		Env: func() (map[string]string, error) { return s.environ(ctx, p) },
+	}, processQuota(p))
+}
+
+// processQuota is the CPU quota of the process's own cgroup, which is what the Go runtime
+// and automaxprocs read.
+func processQuota(p *process) goruntime.CPUQuota {
+	m := p.Cgroup.CPUMax // read by discovery
+	if !p.Cgroup.HasCPUMax || !m.Limited() {
+		return goruntime.CPUQuota{}
+	}
+	return goruntime.CPUQuota{QuotaUS: m.QuotaUS, PeriodUS: int64(m.PeriodUS)}
+}

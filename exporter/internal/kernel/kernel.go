@@ -1,0 +1,115 @@
+// Package kernel holds the facts about Linux's file interfaces that several readers share,
+// each written once: the clock-tick unit, the boot time, CPU lists, the error a vanished
+// process gives, and line splitting of /proc and cgroup files.
+package kernel
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// UserHZ is the unit of the tick counts in /proc/<pid>/stat (utime, stime, starttime) and
+// v1 cpuacct.stat: sysconf(_SC_CLK_TCK), 100 on every architecture Go runs Linux on (procfs
+// assumes the same).
+const UserHZ = 100
+
+// ErrCPUList marks a malformed CPU list.
+var ErrCPUList = errors.New("malformed cpu list")
+
+// maxCPUs bounds a list's count far beyond any kernel's NR_CPUS, so a torn or hostile list
+// cannot claim billions of CPUs (or make the count loop long).
+const maxCPUs = 1 << 22
+
+// CountCPUList counts the CPUs in a kernel CPU list such as "0-3,8,10-11" (cpuset.cpus,
+// Cpus_allowed_list, /sys/devices/system/cpu/online). Surrounding white space is ignored and
+// the empty list counts 0. Any malformed part (empty, not a number, a reversed range) or a
+// count above 4194304 makes the whole list an error wrapping ErrCPUList: a partial count
+// would look plausible and be wrong. CPUs listed twice count once below CPU 1024.
+func CountCPUList(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	var seen [16]uint64 // CPUs 0..1023; larger ids are counted without dedup
+	n := 0
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(lo, 10, 31)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %q", ErrCPUList, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 31); err != nil || b < a {
+				return 0, fmt.Errorf("%w: %q", ErrCPUList, part)
+			}
+		}
+		for c := a; c <= b && c < 1024; c++ {
+			if seen[c/64]&(1<<(c%64)) == 0 {
+				seen[c/64] |= 1 << (c % 64)
+				n++
+			}
+		}
+		if b >= 1024 {
+			n += int(b - max(a, 1024) + 1)
+		}
+		if n > maxCPUs {
+			return 0, fmt.Errorf("%w: more than %d CPUs", ErrCPUList, maxCPUs)
+		}
+	}
+	return n, nil
+}
+
+// Vanished makes the errors of a process that went away match os.ErrNotExist: reads of
+// /proc/<pid> files of an exiting process (and opening mem of a zombie) fail with ESRCH
+// rather than ENOENT.
+func Vanished(err error) error {
+	if err != nil && errors.Is(err, syscall.ESRCH) && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %w", os.ErrNotExist, err)
+	}
+	return err
+}
+
+// Lines yields the lines of b without their '\n'; a final line without one is yielded too,
+// an empty b yields nothing. The lines alias b.
+func Lines(b []byte) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for len(b) > 0 {
+			line := b
+			if i := bytes.IndexByte(b, '\n'); i >= 0 {
+				line, b = b[:i], b[i+1:]
+			} else {
+				b = nil
+			}
+			if !yield(line) {
+				return
+			}
+		}
+	}
+}
+
+// BootTime reads the boot time (btime of <procfs>/stat) in seconds since the epoch. Start
+// times in /proc/<pid>/stat are ticks since boot; add StartTicks/UserHZ to this.
+func BootTime(procfs string) (float64, error) {
+	b, err := os.ReadFile(filepath.Join(procfs, "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("boot time: %w", err)
+	}
+	for line := range Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 63)
+			if err != nil || n == 0 {
+				return 0, fmt.Errorf("boot time: btime %q in %s/stat", v, procfs)
+			}
+			return float64(n), nil
+		}
+	}
+	return 0, fmt.Errorf("boot time: no btime in %s/stat", procfs)
+}

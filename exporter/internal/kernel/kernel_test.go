@@ -1,0 +1,78 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+)
+
+func TestCountCPUList(t *testing.T) {
+	for in, want := range map[string]int{
+		"": 0, "0": 1, "0-3": 4, "0-3,8": 5, "0-3,8,10-11": 7, "0-1,1-2": 3, "0-63,64-127": 128, "1500": 1,
+		"\t0-1\n": 2, "0-4194303": 1 << 22,
+	} {
+		if got, err := CountCPUList(in); err != nil || got != want {
+			t.Errorf("CountCPUList(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"3-1", "a", "0-", ",", "0,,1", "-1", "0-99999999", "0-2147483647", "0-3,x"} {
+		if n, err := CountCPUList(in); err == nil || !errors.Is(err, ErrCPUList) || n != 0 {
+			t.Errorf("CountCPUList(%q) = %d, %v; want 0 and ErrCPUList", in, n, err)
+		}
+	}
+}
+
+func FuzzCountCPUList(f *testing.F) {
+	for _, s := range []string{"0-1", "0-3,8,10-11", "", "3-1", "0-4194303", "1,2,3", "5-1,-,", "1023-1025"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := CountCPUList(s)
+		if n < 0 || n > maxCPUs || (err != nil && n != 0) {
+			t.Fatalf("CountCPUList(%q) = %d, %v", s, n, err)
+		}
+	})
+}
+
+func TestLines(t *testing.T) {
+	for in, want := range map[string][]string{"": nil, "a": {"a"}, "a\n": {"a"}, "a\n\nb": {"a", "", "b"}} {
+		var got []string
+		for l := range Lines([]byte(in)) {
+			got = append(got, string(l))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Lines(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestVanished(t *testing.T) {
+	if err := Vanished(fmt.Errorf("read: %w", syscall.ESRCH)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ESRCH: %v", err)
+	}
+	if err := Vanished(os.ErrPermission); errors.Is(err, os.ErrNotExist) {
+		t.Errorf("EPERM became not-exist")
+	}
+	if Vanished(nil) != nil {
+		t.Error("nil")
+	}
+}
+
+func TestBootTime(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "stat"), []byte("cpu 1 2 3\nbtime 1600000000\nprocesses 5\n"), 0o644)
+	if bt, err := BootTime(dir); err != nil || bt != 1600000000 {
+		t.Errorf("BootTime = %v, %v", bt, err)
+	}
+	os.WriteFile(filepath.Join(dir, "stat"), []byte("cpu 1 2 3\n"), 0o644)
+	if _, err := BootTime(dir); err == nil {
+		t.Error("no btime: no error")
+	}
+	if bt, err := BootTime("/proc"); err != nil || bt < 1e9 {
+		t.Errorf("real /proc: %v, %v", bt, err)
+	}
+}
