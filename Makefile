@@ -7,6 +7,15 @@ REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 BIN       := bin/quota_exporter
 ARGS      ?=
+# Three Go modules, so that the exporter's go.mod lists only what the exporter links:
+#   - go.mod: the exporter and its tests (`go mod tidy` keeps it exact);
+#   - tools/go.mod (and tools/alertmanager/go.mod): pinned command-line tools (promtool,
+#     prometheus, jsonnet, alertmanager) run with `go tool -modfile`; their hundreds of
+#     dependencies, and alertmanager's conflicting versions, stay out of the exporter's build;
+#   - test/go.mod: heavy test-only libraries (Prometheus' PromQL parser, grafana-foundation-sdk,
+#     k8s.io/api, the Prometheus Operator types) for the mixin, example and end-to-end checks.
+#     Its pins are hand-chosen (Operator v0.94.0: v0.95.0 needs a module the proxy refuses):
+#     do not run `go mod tidy` there.
 TOOLS     := $(GO) tool -modfile=$(CURDIR)/tools/go.mod
 AM_TOOLS  := $(GO) tool -modfile=$(CURDIR)/tools/alertmanager/go.mod
 VERSION_PKG := github.com/prometheus/common/version

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package collector holds quota_exporter's collectors and the registry that runs them,
 // modelled on node_exporter: each collector registers a factory under a name, main turns
 // the names into --[no-]collector.<name> flags, and every scrape runs the enabled ones

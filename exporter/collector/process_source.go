@@ -1,3 +1,5 @@
+//go:build linux
+
 package collector
 
 import (
@@ -251,7 +253,8 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 		}
 		for _, pid := range pids {
 			if ctx.Err() != nil {
-				return out, errs // incomplete: nothing is forgotten
+				disambiguate(out) // incomplete: nothing is forgotten, but labels stay unique
+				return out, errs
 			}
 			p, err := s.read(ctx, pid, cg)
 			if err != nil {

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command quota_exporter serves Prometheus metrics about cgroup CPU quotas, memory limits,
 // throttling and the runtimes (JVM, Go, glibc malloc) that run under them.
 package main
