@@ -521,7 +521,7 @@ func BenchmarkScrapeProcesses(b *testing.B) {
 	b.Run("steady-walk-per-collector", func(b *testing.B) {
 		env := newEnv()
 		defer releaseEnv(env)
-		env.Cgroups.maxAge = 0
+		env.Cgroups.maxAge, env.Processes.maxAge = 0, 0
 		reg, _ := collectorSet(b, env, processCollectors)
 		gatherCount(b, reg)
 		measureGather(b, nil, reg)

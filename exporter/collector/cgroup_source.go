@@ -36,7 +36,7 @@ type CgroupSource struct {
 	opts   cgroupfs.WalkOptions
 	errors *ErrorCounter
 
-	// maxAge is discoveryMaxAge; the process source lists processes on the same clock.
+	// maxAge is discoveryMaxAge: the collectors of one scrape share one walk.
 	maxAge time.Duration
 
 	mu       sync.Mutex

@@ -148,6 +148,9 @@ type ProcessSource struct {
 	// envKeys are the only environment variables read (the Go and malloc readers' keys).
 	envKeys []string
 
+	// maxAge is discoveryMaxAge: the collectors of one scrape share one listing.
+	maxAge time.Duration
+
 	bootOnce sync.Once
 	bootTime float64 // seconds since the epoch, read once: start times are relative to it
 	bootErr  error
@@ -165,7 +168,7 @@ func NewProcessSource(cfg *Config, cgroups *CgroupSource, errs *ErrorCounter) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &ProcessSource{cfg: cfg, cgroups: cgroups, errors: errs, fs: fs,
+	s := &ProcessSource{cfg: cfg, cgroups: cgroups, errors: errs, fs: fs, maxAge: discoveryMaxAge,
 		JVM: &jvm.Inspector{Procfs: cfg.ProcPath}, states: map[processKey]*processState{}}
 	s.detectors = newDetectors(s)
 	s.envKeys = append(goruntime.EnvKeys(), malloc.EnvKeys()...)
@@ -213,7 +216,7 @@ func (s *ProcessSource) startTime(startTicks uint64) (float64, error) {
 func (s *ProcessSource) Processes(ctx context.Context) ([]*process, []error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cached != nil && time.Since(s.at) < s.cgroups.maxAge {
+	if s.cached != nil && time.Since(s.at) < s.maxAge {
 		return s.cached, s.errs
 	}
 	procs, errs := s.list(ctx)

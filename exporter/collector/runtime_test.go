@@ -104,7 +104,7 @@ func TestJVMGCThreadsAgainstQuota(t *testing.T) {
 			t.Fatalf("JVM perf data never became available")
 		}
 		time.Sleep(300 * time.Millisecond)
-		env.Cgroups.maxAge = 0
+		env.Cgroups.maxAge, env.Processes.maxAge = 0, 0
 		mfs = scrapeFamilies(t, env, cs)
 	}
 	checks := map[string]float64{
