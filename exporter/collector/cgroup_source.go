@@ -106,19 +106,24 @@ type cpuSettings struct {
 	shares                       uint64 // v1 cpu.shares as read (weight is converted from it)
 	cpus                         int
 	hasBurst, hasWeight, hasCPUs bool
+	unreported                   error // of the last read, until the cpu collector takes it
 }
 
 // Settings returns the cached CPU settings of a cgroup, re-reading them when older than
 // settingsMaxAge. The cpu collector and the JVM reader (which needs shares or weight) share
-// them: one read of each file per 30 s.
-func (s *CgroupSource) Settings(cg cgroupfs.Cgroup) (cpuSettings, error) {
+// them: one read of each file per 30 s. The read's error goes to the cpu collector (the
+// first caller with report set), whoever read: it is counted once per read.
+func (s *CgroupSource) Settings(cg cgroupfs.Cgroup, report bool) (cpuSettings, error) {
 	s.settingsMu.Lock()
 	defer s.settingsMu.Unlock() // held while reading: two readers of one cgroup read once
 	st, ok := s.settings[cg.Path]
-	if ok && time.Since(st.at) < settingsMaxAge {
-		return st, nil
+	if !ok || time.Since(st.at) >= settingsMaxAge {
+		st, st.unreported = readCPUSettings(s.layout, cg)
 	}
-	st, err := readCPUSettings(s.layout, cg)
+	var err error
+	if report {
+		err, st.unreported = st.unreported, nil
+	}
 	s.settings[cg.Path] = st
 	return st, err
 }

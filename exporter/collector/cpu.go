@@ -105,7 +105,7 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 			return err
 		}
 	}
-	settings, err := c.env.Cgroups.Settings(cg)
+	settings, err := c.env.Cgroups.Settings(cg, true)
 	optional(err)
 	// Like cAdvisor, period, burst and throttling series exist only where a quota is set:
 	// elsewhere they are constant zeros.

@@ -66,12 +66,11 @@ func jvmCgroup(src *CgroupSource, cg cgroupfs.Cgroup) jvm.CgroupCPU {
 	var out jvm.CgroupCPU
 	if l.CPU != nil {
 		out.V2 = l.CPU.Version == 2
-		if st, err := src.Settings(cg); err == nil || st.hasWeight {
-			if out.V2 && st.hasWeight {
-				out.Weight = int64(st.weight)
-			} else if !out.V2 && st.hasWeight {
-				out.Shares = int64(st.shares)
-			}
+		// An error reading another setting (burst, cpuset) is the cpu collector's to report.
+		if st, _ := src.Settings(cg, false); st.hasWeight && out.V2 {
+			out.Weight = int64(st.weight)
+		} else if st.hasWeight {
+			out.Shares = int64(st.shares)
 		}
 		if cg.HasCPUMax && cg.CPUMax.Limited() {
 			out.QuotaUS, out.PeriodUS = cg.CPUMax.QuotaUS, int64(cg.CPUMax.PeriodUS)
