@@ -1,10 +1,12 @@
 package collector
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -69,6 +71,53 @@ func exitAll(t *testing.T, root string) {
 			if err := os.RemoveAll(filepath.Join(root, "proc", e.Name())); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// TestExecForgetsJVM: a JVM that execs into another program keeps its pid and start time;
+// the next listing forgets it in the JVM reader and detects the new program.
+func TestExecForgetsJVM(t *testing.T) {
+	root := memTempDir(t)
+	counts := processHost(t, root, 25)
+	env, err := NewEnv(Config{ProcPath: filepath.Join(root, "proc"), SysPath: filepath.Join(root, "sys"),
+		ThrottleWindow: time.Second, ProcessMinResident: 64 << 20}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := collectorSet(t, env, []string{"process", "jvm"})
+	scrapeOnce(t, env, reg)
+	if env.Processes.JVM.Len() != counts.jvms {
+		t.Fatalf("%d JVM entries, want %d", env.Processes.JVM.Len(), counts.jvms)
+	}
+	procs, _ := env.Processes.Processes(context.Background())
+	var jvmPID int
+	for _, p := range procs {
+		if p.Runtime == runtimeJVM {
+			jvmPID = p.PID
+			break
+		}
+	}
+	// exec: same pid and start time, another comm.
+	statPath := filepath.Join(root, "proc", strconv.Itoa(jvmPID), "stat")
+	b, err := os.ReadFile(statPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(statPath, []byte(strings.Replace(string(b), "(java)", "(bash)", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, "proc", strconv.Itoa(jvmPID), "exe")); err != nil {
+		t.Fatal(err)
+	}
+	scrapeOnce(t, env, reg)
+	if n := env.Processes.JVM.Len(); n != counts.jvms-1 {
+		t.Errorf("after exec: %d JVM entries, want %d", n, counts.jvms-1)
+	}
+	procs, _ = env.Processes.Processes(context.Background())
+	for _, p := range procs {
+		if p.PID == jvmPID && p.Runtime == runtimeJVM {
+			t.Errorf("pid %d still a JVM after exec", jvmPID)
 		}
 	}
 }
