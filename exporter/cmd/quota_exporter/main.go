@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -92,6 +94,11 @@ func run(args []string) int {
 	}
 
 	logger.Info("starting quota_exporter", "version", version.Info(), "build_context", version.BuildContext())
+	// Go's runtime already does this at start since 1.19; explicit, because the sampler's
+	// descriptor budget depends on it.
+	if err := raiseFileLimit(); err != nil {
+		logger.Warn("cannot raise the soft open-files limit to the hard limit", "err", err)
+	}
 	env, err := collector.NewEnv(cfg, logger)
 	if err != nil {
 		logger.Error("cannot find cgroup hierarchies", "procfs", *procPath, "sysfs", *sysPath, "err", err)
@@ -116,15 +123,7 @@ func run(args []string) int {
 	if !*noExporter {
 		exporterReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	scrapeReg := prometheus.NewRegistry()
-	scrapeReg.MustRegister(set.WithTimeout(*scrapeTO))
-
-	var handler http.Handler = promhttp.HandlerFor(prometheus.Gatherers{exporterReg, scrapeReg}, promhttp.HandlerOpts{
-		ErrorLog:            slogAdapter{logger},
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: *maxRequests,
-		Registry:            exporterReg,
-	})
+	handler := scrapeHandler(set, exporterReg, *scrapeTO, *maxRequests, logger)
 	if !*noExporter {
 		handler = promhttp.InstrumentMetricHandler(exporterReg, handler)
 	}
@@ -144,9 +143,10 @@ func run(args []string) int {
 		mux.Handle("/", landing)
 	}
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Requests' contexts end at SIGTERM, so a scrape waiting on a collector returns at once.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, toolkitFlags, logger) }()
 	select {
@@ -155,11 +155,57 @@ func run(args []string) int {
 		return 1
 	case <-ctx.Done():
 		logger.Info("shutting down")
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Shutdown (2 s) plus set.Close (closeWait, 2 s) stay within the 5 s a kubelet or
+		// systemd gives before SIGKILL, whatever is blocked.
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
 		return 0
 	}
+}
+
+// scrapeHandler serves /metrics: the exporter's own registry plus one collection of the
+// set, run under the request's context (client gone, shutdown) with a hard deadline of
+// timeout. Concurrent requests share one collection (Set.Gather). maxRequests > 0 answers
+// 503 to requests beyond it, like promhttp's MaxRequestsInFlight.
+func scrapeHandler(set *collector.Set, exporterReg *prometheus.Registry, timeout time.Duration, maxRequests int, logger *slog.Logger) http.Handler {
+	var sem chan struct{}
+	if maxRequests > 0 {
+		sem = make(chan struct{}, maxRequests)
+	}
+	opts := promhttp.HandlerOpts{
+		ErrorLog:      slogAdapter{logger},
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      exporterReg,
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sem != nil {
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			default:
+				http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", maxRequests), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		g := prometheus.Gatherers{exporterReg, set.Gatherer(r.Context(), timeout)}
+		promhttp.HandlerFor(g, opts).ServeHTTP(w, r)
+	})
+}
+
+// raiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit, as Prometheus does: the
+// throttling sampler keeps one descriptor per cgroup with a quota (within a budget below
+// the limit).
+func raiseFileLimit() error {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return err
+	}
+	if l.Cur >= l.Max {
+		return nil
+	}
+	l.Cur = l.Max
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
 }
 
 // compileAnchored compiles a flag regexp that must match the whole value; "" matches nothing
