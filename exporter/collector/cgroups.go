@@ -21,9 +21,14 @@ type CgroupSource struct {
 	logger *slog.Logger
 
 	maxAge time.Duration
+	// errors, if set, counts each walk error once, when the walk finds it; the errors are
+	// returned marked as counted, so a collector that reports them (and the cached list
+	// served again) does not count them again.
+	errors *ErrorCounter
 
 	mu       sync.Mutex
 	at       time.Time
+	valid    bool // an empty list is a result too
 	cached   []cgroupfs.Cgroup
 	walkErrs []cgroupfs.WalkError
 }
@@ -61,14 +66,20 @@ func (s *CgroupSource) Layout() *cgroupfs.Layout { return s.layout }
 func (s *CgroupSource) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cached != nil && time.Since(s.at) < s.maxAge {
+	if s.valid && time.Since(s.at) < s.maxAge {
 		return s.cached, s.walkErrs
 	}
 	cgs, errs := s.layout.Discover(ctx, s.opts)
+	if s.errors != nil {
+		for i, we := range errs {
+			s.errors.Record("cpu", we.Path, we.Err)
+			errs[i].Err = counted{we.Err}
+		}
+	}
 	if ctx.Err() != nil {
 		return cgs, errs // incomplete: do not cache
 	}
-	s.cached, s.walkErrs, s.at = cgs, errs, time.Now()
+	s.cached, s.walkErrs, s.at, s.valid = cgs, errs, time.Now(), true
 	return cgs, errs
 }
 

@@ -50,6 +50,9 @@ type Env struct {
 	Logger  *slog.Logger
 	Cgroups *CgroupSource
 	Errors  *ErrorCounter
+	// Stuck owns the quarantine gates (procread.Gate) of the collectors and exports their
+	// stuck reads; register it with the exporter's own registry.
+	Stuck *StuckReads
 }
 
 // NewEnv finds the cgroup hierarchies and prepares the shared state.
@@ -58,7 +61,10 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Config: cfg, Logger: logger, Cgroups: src, Errors: NewErrorCounter(logger)}, nil
+	env := &Env{Config: cfg, Logger: logger, Cgroups: src, Errors: NewErrorCounter(logger), Stuck: &StuckReads{}}
+	src.opts.Gate = env.Stuck.Gate("discovery")
+	src.errors = env.Errors
+	return env, nil
 }
 
 // Factory builds a collector from the shared environment.
@@ -248,10 +254,12 @@ func (s *Set) start(ctx context.Context, name string, c Collector) *collectorRun
 		r.mu.Lock()
 		r.err = err
 		r.mu.Unlock()
-		close(mch)
+		// Free the collector before r.done: the next scrape may start as soon as this
+		// one has reported.
 		s.mu.Lock()
 		delete(s.running, name)
 		s.mu.Unlock()
+		close(mch)
 	}()
 	return r
 }

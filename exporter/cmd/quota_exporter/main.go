@@ -119,7 +119,7 @@ func run(args []string) int {
 	defer set.Close()
 
 	exporterReg := prometheus.NewRegistry()
-	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors)
+	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck)
 	if !*noExporter {
 		exporterReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
