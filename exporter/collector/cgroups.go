@@ -2,12 +2,14 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"sync"
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 // discoveryMaxAge lets the collectors of one scrape (cpu, memory, process) share one walk
@@ -28,7 +30,8 @@ type CgroupSource struct {
 
 	mu       sync.Mutex
 	at       time.Time
-	valid    bool // an empty list is a result too
+	valid    bool  // an empty list is a result too
+	walking  *walk // the discovery in progress, if any
 	cached   []cgroupfs.Cgroup
 	walkErrs []cgroupfs.WalkError
 }
@@ -62,13 +65,38 @@ func NewCgroupSource(cfg Config, logger *slog.Logger) (*CgroupSource, error) {
 func (s *CgroupSource) Layout() *cgroupfs.Layout { return s.layout }
 
 // Cgroups returns the watched cgroups, walking the hierarchies at most every discoveryMaxAge.
-// The walk's unreadable directories are returned with the list.
+// The walk's unreadable directories are returned with the list. Concurrent callers share
+// one walk, and each waits for it only until its own ctx ends (then it gets no cgroups and
+// a timeout): no caller waits on a lock held across the walk's system calls.
 func (s *CgroupSource) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.valid && time.Since(s.at) < s.maxAge {
+		defer s.mu.Unlock()
 		return s.cached, s.walkErrs
 	}
+	w := s.walking
+	if w == nil {
+		w = &walk{done: make(chan struct{})}
+		s.walking = w
+		go s.runWalk(ctx, w)
+	}
+	s.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.cgs, w.errs
+	case <-ctx.Done():
+		return nil, []cgroupfs.WalkError{{Path: "/", Err: counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}
+	}
+}
+
+// walk is one discovery shared by the callers that arrive while it runs.
+type walk struct {
+	done chan struct{}
+	cgs  []cgroupfs.Cgroup
+	errs []cgroupfs.WalkError
+}
+
+func (s *CgroupSource) runWalk(ctx context.Context, w *walk) {
 	cgs, errs := s.layout.Discover(ctx, s.opts)
 	if s.errors != nil {
 		for i, we := range errs {
@@ -76,11 +104,14 @@ func (s *CgroupSource) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroup
 			errs[i].Err = counted{we.Err}
 		}
 	}
-	if ctx.Err() != nil {
-		return cgs, errs // incomplete: do not cache
+	w.cgs, w.errs = cgs, errs
+	s.mu.Lock()
+	s.walking = nil
+	if ctx.Err() == nil { // incomplete walks are not cached
+		s.cached, s.walkErrs, s.at, s.valid = cgs, errs, time.Now(), true
 	}
-	s.cached, s.walkErrs, s.at, s.valid = cgs, errs, time.Now(), true
-	return cgs, errs
+	s.mu.Unlock()
+	close(w.done)
 }
 
 func pathFilter(include, exclude *regexp.Regexp) func(string) bool {

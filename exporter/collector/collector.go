@@ -223,6 +223,7 @@ type collectorRun struct {
 	mu      sync.Mutex
 	metrics []prometheus.Metric
 	err     error
+	end     time.Time // when Update returned
 }
 
 func (s *Set) claim(name string) bool {
@@ -252,7 +253,7 @@ func (s *Set) start(ctx context.Context, name string, c Collector) *collectorRun
 	go func() {
 		err := safeUpdate(ctx, c, mch)
 		r.mu.Lock()
-		r.err = err
+		r.err, r.end = err, time.Now()
 		r.mu.Unlock()
 		// Free the collector before r.done: the next scrape may start as soon as this
 		// one has reported.
@@ -272,8 +273,12 @@ func (r *collectorRun) report(env *Env, ch chan<- prometheus.Metric) {
 		finished = true
 	default:
 	}
-	d := time.Since(r.begin).Seconds()
 	r.mu.Lock()
+	end := r.end
+	if !finished {
+		end = time.Now()
+	}
+	d := end.Sub(r.begin).Seconds()
 	metrics, err := r.metrics, r.err
 	r.metrics = nil // an unfinished Update appends to a fresh slice
 	r.mu.Unlock()

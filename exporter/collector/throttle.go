@@ -210,9 +210,12 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	if l.CPU == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(c.window, 2*time.Second))
+	// A walk of 100 000 cgroups on a loaded node takes many seconds; the sampler waits
+	// for it (without sampling meanwhile) but not forever.
+	ctx, cancel := context.WithTimeout(ctx, max(30*c.window, 30*time.Second))
 	defer cancel()
 	cgs, _ := c.env.Cgroups.Cgroups(ctx)
+	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
 	var fresh []*throttleSeries
 	c.mu.Lock()
 	for _, cg := range cgs {
@@ -230,7 +233,7 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 		})
 	}
 	for p, s := range c.series {
-		if s.lastSeenGeneration != generation {
+		if complete && s.lastSeenGeneration != generation {
 			c.release(s)
 			delete(c.series, p)
 		}

@@ -325,7 +325,9 @@ func TestGatherCancelledWithRequest(t *testing.T) {
 
 type collectorFunc func(ctx context.Context, ch chan<- prometheus.Metric) error
 
-func (f collectorFunc) Update(ctx context.Context, ch chan<- prometheus.Metric) error { return f(ctx, ch) }
+func (f collectorFunc) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	return f(ctx, ch)
+}
 
 func gaugeOf(mfs []*dto.MetricFamily, name, collector string) float64 {
 	for _, mf := range mfs {
