@@ -149,7 +149,7 @@ func writeQuotaTree(t *testing.T, root string, n int) {
 func TestManyQuotaCgroupsUnderFileLimit(t *testing.T) {
 	prlimit := testutil.LookPath(t, "prlimit")
 	bin := buildExporter(t)
-	root := t.TempDir()
+	root := shmTempDir(t) // 60 000 files: tmpfs writes and removes them in seconds
 	const n = 20000
 	writeQuotaTree(t, root, n)
 	addr := freeAddr(t)
@@ -186,6 +186,17 @@ func TestManyQuotaCgroupsUnderFileLimit(t *testing.T) {
 	if strings.Contains(body, `reason="io"`) {
 		t.Errorf("io errors (EMFILE?) counted:\n%s", grepLines(body, `reason="io"`))
 	}
+}
+
+// shmTempDir is a temporary directory on tmpfs (/dev/shm) when there is one.
+func shmTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "quota-exporter-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func grepLines(body, sub string) string {
