@@ -57,3 +57,24 @@ func TestFIFOsDoNotBlock(t *testing.T) {
 	_, err = readAllCapped(filepath.Join(dir, "cpu.stat"), 1<<20)
 	check("readAllCapped", err)
 }
+
+func FuzzReadProcs(f *testing.F) {
+	for _, s := range []string{"1\n2\n", "", "\n\n", "12a\n3\n", "99999999999999999999\n5", "-1\n0\n7"} {
+		f.Add([]byte(s))
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pids, err := ReadProcs(dir)
+		if err != nil && !errors.Is(err, ErrTruncated) {
+			t.Fatalf("unexpected error %v", err)
+		}
+		for _, p := range pids {
+			if p <= 0 || p >= 1<<31 {
+				t.Fatalf("bad PID %d from %q", p, b)
+			}
+		}
+	})
+}
