@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
@@ -188,9 +190,28 @@ func scrapeHandler(set *collector.Set, exporterReg *prometheus.Registry, timeout
 				return
 			}
 		}
-		g := prometheus.Gatherers{exporterReg, set.Gatherer(r.Context(), timeout)}
+		g := disjointGatherers{exporterReg, set.Gatherer(r.Context(), timeout)}
 		promhttp.HandlerFor(g, opts).ServeHTTP(w, r)
 	})
+}
+
+// disjointGatherers concatenates the families of gatherers whose metric names never
+// overlap (the exporter's own registry and the collector set), sorted by name. Unlike
+// prometheus.Gatherers it does not re-hash and re-check every metric of the shared
+// collection for every request: with 200 concurrent scrapes of 1 000 cgroups that check
+// was most of the per-request cost.
+type disjointGatherers []prometheus.Gatherer
+
+func (d disjointGatherers) Gather() ([]*dto.MetricFamily, error) {
+	var out []*dto.MetricFamily
+	var errs prometheus.MultiError
+	for _, g := range d {
+		mfs, err := g.Gather()
+		errs.Append(err)
+		out = append(out, mfs...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out, errs.MaybeUnwrap()
 }
 
 // raiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit, as Prometheus does: the
