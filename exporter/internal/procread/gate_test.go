@@ -202,3 +202,16 @@ func TestMapDeadline(t *testing.T) {
 		t.Fatal("an item never started is not done")
 	}
 }
+
+func TestMapPanicIsItemError(t *testing.T) {
+	res := Map(context.Background(), Budget{Workers: 2, Gate: NewGate("test")}, []int{1, 2, 3}, func(i int) string { return fmt.Sprint(i) },
+		func(i int) (int, error) {
+			if i == 2 {
+				panic("bad input")
+			}
+			return i * 10, nil
+		})
+	if res[0].Value != 10 || res[2].Value != 30 || res[1].Err == nil {
+		t.Fatalf("got %+v", res)
+	}
+}

@@ -83,7 +83,7 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 				leave, err = b.Gate.Enter(key(items[i]), b.Kind)
 			}
 			if err == nil {
-				v, err = fn(items[i])
+				v, err = guarded(fn, items[i])
 				if leave != nil {
 					leave()
 				}
@@ -172,4 +172,15 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 		}
 	}
 	return res
+}
+
+// guarded runs fn, turning a panic (a parser bug on odd input) into that item's error: a
+// worker goroutine's panic would otherwise end the exporter.
+func guarded[T, R any](fn func(T) (R, error), item T) (v R, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return fn(item)
 }

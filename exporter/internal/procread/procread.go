@@ -25,7 +25,8 @@
 // key stuck) and its worker replaced, so N stuck items cost ceil(N/Workers) item budgets in
 // the first pass and nothing afterwards (ErrStuck). It returns when all items are done or
 // ctx ends and never waits for a blocked read. fn returns its result instead of writing
-// shared memory, because an abandoned fn may still run after Map returned.
+// shared memory, because an abandoned fn may still run after Map returned; a panic in fn
+// becomes that item's error.
 //
 // ErrStuck wraps ErrTimeout: error counters report both as reason "timeout".
 package procread
