@@ -226,11 +226,10 @@ func BenchmarkSamplerWindow(b *testing.B) {
 	env, _ := benchEnv(b, 1000)
 	thr := newThrottleSampler(env, time.Second)
 	thr.rediscover(context.Background(), 1)
-	buf := make([]byte, 4096)
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
-		thr.sample(buf)
+		thr.sample(context.Background())
 	}
 	b.StopTimer()
 	reportSampler(b, len(thr.series), cpuTime()-cpu)
@@ -264,11 +263,10 @@ func BenchmarkSamplerWindowRealCgroups(b *testing.B) {
 	thr := newThrottleSampler(env, time.Second)
 	thr.rediscover(context.Background(), 1)
 	defer thr.Close()
-	buf := make([]byte, 4096)
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
-		thr.sample(buf)
+		thr.sample(context.Background())
 	}
 	b.StopTimer()
 	reportSampler(b, len(thr.series), cpuTime()-cpu)

@@ -5,6 +5,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 // discoveryMaxAge lets the collectors of one scrape (cpu, memory, the process source) share
@@ -41,6 +43,8 @@ type CgroupSource struct {
 
 	mu       sync.Mutex
 	at       time.Time
+	valid    bool  // an empty list is a result too
+	walking  *walk // the discovery in progress, if any
 	cached   []cgroupfs.Cgroup
 	walkErrs []cgroupfs.WalkError
 
@@ -78,24 +82,56 @@ func NewCgroupSource(cfg Config, logger *slog.Logger, errs *ErrorCounter) (*Cgro
 func (s *CgroupSource) Layout() *cgroupfs.Layout { return s.layout }
 
 // Cgroups returns the watched cgroups, walking the hierarchies at most every discoveryMaxAge.
-// The walk's unreadable directories are counted here (collector "discovery") and returned
-// with the list, so a collector can mark itself failed.
+// The walk's unreadable directories are counted here (collector "discovery") when the walk
+// finds them, and returned with the list marked as counted, so a collector can mark itself
+// failed without counting them again. Concurrent callers share one walk, and each waits for
+// it only until its own ctx ends (then it gets no cgroups and a timeout): no caller waits on
+// a lock held across the walk's system calls.
 func (s *CgroupSource) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cached != nil && time.Since(s.at) < s.maxAge {
+	if s.valid && time.Since(s.at) < s.maxAge {
+		defer s.mu.Unlock()
 		return s.cached, s.walkErrs
 	}
+	w := s.walking
+	if w == nil {
+		w = &walk{done: make(chan struct{})}
+		s.walking = w
+		go s.runWalk(ctx, w)
+	}
+	s.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.cgs, w.errs
+	case <-ctx.Done():
+		return nil, []cgroupfs.WalkError{{Path: "/", Err: counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}
+	}
+}
+
+// walk is one discovery shared by the callers that arrive while it runs.
+type walk struct {
+	done chan struct{}
+	cgs  []cgroupfs.Cgroup
+	errs []cgroupfs.WalkError
+}
+
+func (s *CgroupSource) runWalk(ctx context.Context, w *walk) {
 	cgs, errs := s.layout.Discover(ctx, s.opts)
-	for _, we := range errs {
+	for i, we := range errs {
 		s.errors.Record(discoveryErrors, we.Path, we.Err)
+		errs[i].Err = counted{we.Err}
 	}
-	if ctx.Err() != nil {
-		return cgs, errs // incomplete: do not cache
+	w.cgs, w.errs = cgs, errs
+	s.mu.Lock()
+	s.walking = nil
+	if ctx.Err() == nil { // incomplete walks are not cached
+		s.cached, s.walkErrs, s.at, s.valid = cgs, errs, time.Now(), true
 	}
-	s.cached, s.walkErrs, s.at = cgs, errs, time.Now()
-	s.forgetSettings(cgs)
-	return cgs, errs
+	s.mu.Unlock()
+	if ctx.Err() == nil {
+		s.forgetSettings(cgs)
+	}
+	close(w.done)
 }
 
 // cpuSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the

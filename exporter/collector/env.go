@@ -35,6 +35,9 @@ type Env struct {
 	Errors    *ErrorCounter
 	Cgroups   *CgroupSource
 	Processes *ProcessSource
+	// Stuck owns the quarantine gates (procread.Gate) of the sources and collectors and
+	// exports their stuck reads; register it with the exporter's own registry.
+	Stuck *StuckReads
 }
 
 // NewEnv finds the cgroup hierarchies and prepares the sources.
@@ -44,7 +47,8 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &Env{Config: cfg, Logger: logger, Errors: errs, Cgroups: cgroups}
+	env := &Env{Config: cfg, Logger: logger, Errors: errs, Cgroups: cgroups, Stuck: &StuckReads{}}
+	cgroups.opts.Gate = env.Stuck.Gate(discoveryErrors)
 	if env.Processes, err = NewProcessSource(&env.Config, cgroups, errs); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)
 	}

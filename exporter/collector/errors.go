@@ -63,10 +63,19 @@ func Reason(err error) string {
 	return cgroupfs.ErrorReason(err)
 }
 
+// counted wraps an error that has been counted already (a walk error of a cached discovery):
+// Record classifies it but does not count or log it again.
+type counted struct{ error }
+
+func (c counted) Unwrap() error { return c.error }
+
 // Record counts one skipped input and logs it if this collector has not logged that reason
 // recently. It returns the reason.
 func (e *ErrorCounter) Record(collector, subject string, err error) string {
 	reason := Reason(err)
+	if _, ok := err.(counted); ok {
+		return reason
+	}
 	e.vec.WithLabelValues(collector, reason).Inc()
 	key := collector + "/" + reason
 	e.mu.Lock()

@@ -82,11 +82,10 @@ func TestGoldenScrape(t *testing.T) {
 			defer thr.Close()
 			// Two sampler windows: the first sets the baseline, between them the quota'd cgroups
 			// are throttled in 3 of 10 periods for 0.2 s.
-			buf := make([]byte, 4096)
 			thr.rediscover(context.Background(), 1)
-			thr.sample(buf)
+			thr.sample(context.Background())
 			bumpThrottling(t, env, 10, 3, 0.2)
-			thr.sample(buf)
+			thr.sample(context.Background())
 
 			got := scrapeText(t, env, map[string]Collector{"cpu": cpu, "memory": mem, "throttle": thr})
 			golden := filepath.Join("testdata", h.name+".golden.prom")

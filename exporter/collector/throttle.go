@@ -5,20 +5,21 @@ package collector
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 func init() {
 	register("throttle", true, "per-window CFS throttling histograms from a background sampler of cpu.stat", newThrottleCollector,
-		throttledRatioDesc, throttledSecondsDesc, samplerCgroupsDesc, samplerSecondsDesc, samplerWindowsDesc)
+		throttledRatioDesc, throttledSecondsDesc, samplerCgroupsDesc, samplerSecondsDesc, samplerOpenFilesDesc, samplerWindowsDesc)
 }
 
 // Bucket bounds. Ratio buckets are fixed; seconds buckets scale with the window (they are
@@ -40,6 +41,8 @@ var (
 		"quota_exporter: cgroups with a CPU quota the per-second throttling sampler is watching.", nil, nil)
 	samplerSecondsDesc = prometheus.NewDesc(namespace+"_exporter_throttle_sampler_seconds_total",
 		"quota_exporter: wall time the throttling sampler spent reading cpu.stat files (its cost).", nil, nil)
+	samplerOpenFilesDesc = prometheus.NewDesc(namespace+"_exporter_throttle_sampler_open_files",
+		"quota_exporter: cpu.stat files the throttling sampler holds open (at most a budget below RLIMIT_NOFILE; beyond it, it opens and closes them each window).", nil, nil)
 	samplerWindowsDesc = prometheus.NewDesc(namespace+"_exporter_throttle_sampler_windows_total",
 		"quota_exporter: sampler windows run.", nil, nil)
 )
@@ -48,29 +51,43 @@ var (
 // quota; between walks it only reads cpu.stat of the ones it knows.
 const rediscoverEvery = 10
 
-// throttleCollector owns the background sampler and exposes its histograms.
+// samplerWorkers read cpu.stat files in parallel: one is plenty for thousands of cgroups,
+// the second keeps the window going while a stuck file waits out its budget.
+const samplerWorkers = 2
+
+// throttleCollector owns the background sampler and exposes its histograms. The sampler
+// reads without holding mu (scrapes take it), each cpu.stat within half a window: a stuck
+// file is quarantined (procread.Gate) and costs the sampler that cgroup only.
 type throttleCollector struct {
 	env    *Env
 	window time.Duration
 	cancel context.CancelFunc
 	done   chan struct{}
+	gate   *procread.Gate
+	// fdBudget is how many cpu.stat files the sampler keeps open (pread each window saves
+	// an open and close); beyond it, it opens, reads and closes each window.
+	fdBudget int
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
+	open    int // descriptors held
 	spent   time.Duration
 	windows uint64
 }
 
-// throttleSeries is one cgroup's sampler state: an open cpu.stat (re-read with pread, which
-// saves an open and close per window), the last counters, and cumulative histograms.
+// throttleSeries is one cgroup's sampler state: cpu.stat (held open when within the
+// descriptor budget), the last counters, and cumulative histograms. path and fd do not
+// change after creation, so a read may use them without mu.
 type throttleSeries struct {
 	cg                 cgroupfs.Cgroup
-	file               *os.File
+	path               string
+	fd                 int // -1: open, read and close each window
 	seen               bool
 	periods, throttled uint64
 	throttledSeconds   float64
 	ratio, seconds     histogram
 	lastSeenGeneration uint64
+	abandoned          bool // a read timed out: its descriptor may still be in use, never close it
 }
 
 type histogram struct {
@@ -122,19 +139,53 @@ func newThrottleCollector(env *Env) (Collector, error) {
 func newThrottleSampler(env *Env, window time.Duration) *throttleCollector {
 	done := make(chan struct{})
 	close(done)
-	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, series: map[string]*throttleSeries{}}
+	var gate *procread.Gate
+	if env.Stuck != nil {
+		gate = env.Stuck.Gate("throttle")
+	} else {
+		gate = procread.NewGate("throttle")
+	}
+	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, gate: gate,
+		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{}}
 }
 
-// Close stops the sampler and closes its files.
+// descriptorBudget leaves the larger of a quarter of RLIMIT_NOFILE and 512 descriptors to
+// discovery, scrapes and HTTP connections.
+func descriptorBudget() int {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0
+	}
+	limit := int(min(l.Cur, 1<<30))
+	return max(0, limit-max(limit/4, 512))
+}
+
+// closeWait bounds how long Close waits for the sampler's loop; the loop never waits on a
+// blocked read, so this only matters for a discovery walk in progress.
+const samplerCloseWait = time.Second
+
+// Close stops the sampler and closes its files; it returns within samplerCloseWait.
 func (c *throttleCollector) Close() {
 	c.cancel()
-	<-c.done
+	select {
+	case <-c.done:
+	case <-time.After(samplerCloseWait):
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.series {
-		s.file.Close()
+		c.release(s)
 	}
 	c.series = map[string]*throttleSeries{}
+}
+
+// release closes a series' descriptor unless a read of it may still be outstanding.
+func (c *throttleCollector) release(s *throttleSeries) {
+	if s.fd >= 0 && !s.abandoned {
+		syscall.Close(s.fd)
+		c.open--
+	}
+	s.fd = -1
 }
 
 func (c *throttleCollector) loop(ctx context.Context) {
@@ -142,13 +193,12 @@ func (c *throttleCollector) loop(ctx context.Context) {
 	ticker := time.NewTicker(c.window)
 	defer ticker.Stop()
 	var generation uint64
-	buf := make([]byte, 4096)
 	for n := uint64(0); ; n++ {
 		if n%rediscoverEvery == 0 {
 			generation++
 			c.rediscover(ctx, generation)
 		}
-		c.sample(buf)
+		c.sample(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -163,9 +213,14 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	if l.CPU == nil {
 		return
 	}
+	// A walk of 100 000 cgroups on a loaded node takes many seconds; the sampler waits
+	// for it (without sampling meanwhile) but not forever.
+	ctx, cancel := context.WithTimeout(ctx, max(30*c.window, 30*time.Second))
+	defer cancel()
 	cgs, _ := c.env.Cgroups.Cgroups(ctx)
+	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
+	var fresh []*throttleSeries
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, cg := range cgs {
 		if !cg.InCPU || !cg.HasCPUMax || !cg.CPUMax.Limited() {
 			continue
@@ -175,21 +230,37 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 			s.cg = cg
 			continue
 		}
-		f, err := os.Open(filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"))
-		if err != nil {
-			continue // gone already
-		}
-		c.series[cg.Path] = &throttleSeries{
-			cg: cg, file: f, lastSeenGeneration: generation,
+		fresh = append(fresh, &throttleSeries{
+			cg: cg, path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenGeneration: generation,
 			ratio: newHistogram(ratioBuckets), seconds: newHistogram(scaled(secondsBuckets, c.window)),
-		}
+		})
 	}
 	for p, s := range c.series {
-		if s.lastSeenGeneration != generation {
-			s.file.Close()
+		if complete && s.lastSeenGeneration != generation {
+			c.release(s)
 			delete(c.series, p)
 		}
 	}
+	room := c.fdBudget - c.open
+	c.mu.Unlock()
+
+	// Open outside mu: an open of a FIFO planted in the tree must not stall scrapes
+	// (O_NONBLOCK makes it return at once anyway).
+	opened := 0
+	for _, s := range fresh {
+		if opened < room {
+			if fd, err := syscall.Open(s.path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0); err == nil {
+				s.fd = fd
+				opened++
+			}
+		}
+	}
+	c.mu.Lock()
+	c.open += opened
+	for _, s := range fresh {
+		c.series[s.cg.Path] = s
+	}
+	c.mu.Unlock()
 }
 
 func scaled(bounds []float64, window time.Duration) []float64 {
@@ -200,21 +271,63 @@ func scaled(bounds []float64, window time.Duration) []float64 {
 	return out
 }
 
-// sample reads every known cgroup's cpu.stat once and observes the window's deltas.
-func (c *throttleCollector) sample(buf []byte) {
+var statBufPool = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+// readCPUStat reads one series' cpu.stat: pread on its descriptor, or open/read/close.
+func readCPUStat(s *throttleSeries) (cgroupfs.CPUStat, error) {
+	var st cgroupfs.CPUStat
+	bp := statBufPool.Get().(*[]byte)
+	defer statBufPool.Put(bp)
+	buf := *bp
+	fd := s.fd
+	if fd < 0 {
+		var err error
+		if fd, err = syscall.Open(s.path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0); err != nil {
+			return st, &os.PathError{Op: "open", Path: s.path, Err: err}
+		}
+		defer syscall.Close(fd)
+	}
+	n, err := syscall.Pread(fd, buf, 0)
+	if err != nil {
+		return st, &os.PathError{Op: "read", Path: s.path, Err: err}
+	}
+	return st, cgroupfs.ParseCPUStat(buf[:n], &st)
+}
+
+// sample reads every known cgroup's cpu.stat once and observes the window's deltas. The
+// reads run without mu, each within half a window; a stuck cgroup is skipped until its
+// read returns.
+func (c *throttleCollector) sample(ctx context.Context) {
 	begin := time.Now()
 	c.mu.Lock()
+	list := make([]*throttleSeries, 0, len(c.series))
+	for _, s := range c.series {
+		list = append(list, s)
+	}
+	c.mu.Unlock()
+	b := procread.Budget{Workers: samplerWorkers, Item: c.window / 2, Gate: c.gate, Kind: "cpu.stat"}
+	res := procread.Map(ctx, b, list, func(s *throttleSeries) string { return s.path }, readCPUStat)
+
+	c.mu.Lock()
 	defer c.mu.Unlock()
-	for p, s := range c.series {
-		n, err := s.file.ReadAt(buf, 0)
-		if err != nil && !errors.Is(err, io.EOF) {
-			// ENODEV once the cgroup is removed: forget it now rather than at the next walk.
-			s.file.Close()
-			delete(c.series, p)
+	for i, r := range res {
+		s := list[i]
+		if errors.Is(r.Err, procread.ErrTimeout) {
+			if r.Done && !errors.Is(r.Err, procread.ErrStuck) {
+				s.abandoned = true // this read may still hold the descriptor
+			}
 			continue
 		}
-		var st cgroupfs.CPUStat
-		if err := cgroupfs.ParseCPUStat(buf[:n], &st); err != nil || !st.HasThrottling {
+		if r.Err != nil && cgroupfs.ErrorReason(r.Err) == "vanished" {
+			// ENODEV once the cgroup is removed: forget it now rather than at the next walk.
+			if c.series[s.cg.Path] == s {
+				c.release(s)
+				delete(c.series, s.cg.Path)
+			}
+			continue
+		}
+		st := r.Value
+		if r.Err != nil || !st.HasThrottling {
 			continue
 		}
 		if s.seen && st.Periods >= s.periods && st.ThrottledPeriods >= s.throttled {
@@ -246,6 +359,7 @@ func (c *throttleCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 		ch <- s.seconds.metric(throttledSecondsDesc, labels)
 	}
 	ch <- prometheus.MustNewConstMetric(samplerCgroupsDesc, prometheus.GaugeValue, float64(len(c.series)))
+	ch <- prometheus.MustNewConstMetric(samplerOpenFilesDesc, prometheus.GaugeValue, float64(c.open))
 	ch <- prometheus.MustNewConstMetric(samplerSecondsDesc, prometheus.CounterValue, c.spent.Seconds())
 	ch <- prometheus.MustNewConstMetric(samplerWindowsDesc, prometheus.CounterValue, float64(c.windows))
 	return nil

@@ -61,7 +61,14 @@ func startExporter(t *testing.T, wrapper []string, bin string, args ...string) s
 	t.Helper()
 	addr := freeAddr(t)
 	argv := append(append(append([]string{}, wrapper...), bin, "--web.listen-address="+addr), args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
+	runExporter(t, exec.Command(argv[0], argv[1:]...), addr)
+	return addr
+}
+
+// runExporter starts cmd (an exporter listening on addr), stops it when the test ends and
+// waits until it answers /metrics.
+func runExporter(t *testing.T, cmd *exec.Cmd, addr string) {
+	t.Helper()
 	logs := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -85,7 +92,7 @@ func startExporter(t *testing.T, wrapper []string, bin string, args ...string) s
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err == nil {
 			resp.Body.Close()
-			return addr
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("exporter did not come up: %v\n%s", err, logs)

@@ -3,16 +3,16 @@
 package cgroupfs
 
 import (
-	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"syscall"
+	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 // Cgroup is one watched cgroup.
@@ -36,7 +36,16 @@ type Cgroup struct {
 type WalkOptions struct {
 	Keep        func(path string) bool // path filter (include/exclude); nil keeps all
 	BareRuntime string                 // runtime of bare 64-hex container dirs (see ParseIdentity)
+	// Gate quarantines cgroup directories whose files did not answer within ProbeBudget
+	// (default DefaultProbeBudget): at most one outstanding read per directory, and a stuck
+	// one is skipped (ErrStuck) until its read returns. nil: no quarantine.
+	Gate        *procread.Gate
+	ProbeBudget time.Duration
 }
+
+// DefaultProbeBudget bounds the reads of one directory's cgroup.procs, quota and limit;
+// they take microseconds, so a directory that takes this long is stuck.
+const DefaultProbeBudget = time.Second
 
 // WalkError is a cgroup directory or file that could not be read during discovery.
 type WalkError struct {
@@ -76,7 +85,7 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 		walk(l.CPU, true, false)
 		walk(l.Memory, false, true)
 	}
-	probeAll(ctx, dirs)
+	errs = append(errs, probeAll(ctx, opts, dirs)...)
 
 	type state struct {
 		selected, inCPU, inMemory, procs bool
@@ -138,7 +147,7 @@ type dirProbe struct {
 	hasMemLimit bool
 }
 
-func (d *dirProbe) read() {
+func (d dirProbe) read() (dirProbe, error) {
 	d.procs, d.procsErr = hasProcs(d.dir)
 	if d.cpu {
 		d.cpuMax, d.hasCPUMax = readCPUMax(d.h, d.dir)
@@ -146,27 +155,30 @@ func (d *dirProbe) read() {
 	if d.memory {
 		d.memLimit, d.hasMemLimit = readMemoryLimit(d.h, d.dir)
 	}
+	return d, nil
 }
 
-// probeAll reads the directories with one worker per CPU the exporter may use.
-func probeAll(ctx context.Context, dirs []dirProbe) {
-	workers := min(runtime.GOMAXPROCS(0), len(dirs)/64+1)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= len(dirs) {
-					return
-				}
-				dirs[i].read()
-			}
-		}()
+// probeAll reads the directories with one worker per CPU the exporter may use, each
+// directory within a budget (procread.Map): a directory whose files block is abandoned,
+// quarantined through opts.Gate, and returned as an error; the others are read.
+func probeAll(ctx context.Context, opts WalkOptions, dirs []dirProbe) []WalkError {
+	budget := opts.ProbeBudget
+	if budget <= 0 {
+		budget = DefaultProbeBudget
 	}
-	wg.Wait()
+	b := procread.Budget{Workers: min(runtime.GOMAXPROCS(0), len(dirs)/64+1), Item: budget, Gate: opts.Gate, Kind: "cgroup directory"}
+	res := procread.Map(ctx, b, dirs, func(d dirProbe) string { return d.dir }, dirProbe.read)
+	var errs []WalkError
+	for i, r := range res {
+		if r.Err != nil {
+			if r.Done { // not started because ctx ended: the walk is incomplete anyway
+				errs = append(errs, WalkError{Path: dirs[i].path, Err: r.Err})
+			}
+			continue
+		}
+		dirs[i] = r.Value
+	}
+	return errs
 }
 
 // hasProcs reports whether cgroup.procs lists any process; it reads only the first bytes
@@ -179,7 +191,10 @@ func hasProcs(dir string) (bool, error) {
 	}
 	defer syscall.Close(fd)
 	var b [16]byte
-	n, _ := syscall.Read(fd, b[:])
+	n, err := syscall.Read(fd, b[:])
+	if err == syscall.EAGAIN || (n <= 0 && !regular(fd)) {
+		return false, &os.PathError{Op: "read", Path: path, Err: ErrWouldBlock}
+	}
 	return n > 0, nil
 }
 
@@ -207,19 +222,63 @@ func readMemoryLimit(h *Hierarchy, dir string) (uint64, bool) {
 	return v, err == nil
 }
 
-// ReadProcs lists the PIDs in a cgroup's cgroup.procs (in the exporter's PID namespace).
+// MaxProcs caps the PIDs ReadProcs returns: more than any real cgroup holds (the kernel's
+// threads-max is lower on any host this runs on), few enough that a bogus or hostile
+// cgroup.procs costs at most 2 MiB of PIDs and a 64 KiB buffer.
+const MaxProcs = 1 << 18
+
+// ErrTruncated marks a file longer than the exporter reads; it wraps ErrParse.
+var ErrTruncated = fmt.Errorf("%w: longer than the read cap", ErrParse)
+
+// ReadProcs lists the PIDs in a cgroup's cgroup.procs (in the exporter's PID namespace). It
+// streams the file; past MaxProcs PIDs it stops and returns them with ErrTruncated.
 func ReadProcs(dir string) ([]int, error) {
-	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	path := filepath.Join(dir, "cgroup.procs")
+	fd, err := openReadOnly(path)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer f.Close()
+	defer syscall.Close(fd)
+	buf := make([]byte, 64<<10)
 	var pids []int
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if pid, err := strconv.Atoi(s.Text()); err == nil && pid > 0 {
-			pids = append(pids, pid)
+	pid, digits, bad := 0, 0, false
+	for total := 0; ; {
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EAGAIN || (err == nil && n == 0 && total == 0 && !regular(fd)) {
+			return nil, &os.PathError{Op: "read", Path: path, Err: ErrWouldBlock}
+		}
+		if err != nil {
+			return pids, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		total += n
+		for _, c := range buf[:n] {
+			switch {
+			case c >= '0' && c <= '9':
+				if pid < 1<<31 {
+					pid = pid*10 + int(c-'0')
+				}
+				digits++
+			case c == '\n':
+				if digits > 0 && !bad && pid > 0 && pid < 1<<31 {
+					if len(pids) == MaxProcs {
+						return pids, fmt.Errorf("%s: %w (%d PIDs)", path, ErrTruncated, MaxProcs)
+					}
+					pids = append(pids, pid)
+				}
+				pid, digits, bad = 0, 0, false
+			default:
+				bad = true
+			}
 		}
 	}
-	return pids, s.Err()
+	if digits > 0 && !bad && pid > 0 && pid < 1<<31 && len(pids) < MaxProcs {
+		pids = append(pids, pid)
+	}
+	return pids, nil
 }

@@ -12,10 +12,17 @@ import (
 	"syscall"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 // ErrParse marks a file whose content is not what the kernel writes.
 var ErrParse = errors.New("malformed cgroup file")
+
+// ErrWouldBlock marks a file that is not a regular kernel file (a FIFO or socket planted in a
+// broken or hostile tree) or answered EAGAIN: reading it would block. Files are opened
+// non-blocking, so such a file costs one failed read, never a blocked thread. It wraps
+// procread.ErrTimeout: counted as reason "timeout".
+var ErrWouldBlock = fmt.Errorf("%w: not a regular kernel file, reading it would block", procread.ErrTimeout)
 
 // maxFileSize caps one control file read; cgroup control files are a few KiB at most
 // (memory.stat on v2 is the largest, ~1.5 KiB).
@@ -48,6 +55,9 @@ func readFile(path string, parse func([]byte) error) error {
 		if err == syscall.EINTR {
 			continue
 		}
+		if err == syscall.EAGAIN || (err == nil && n == 0 && len(b) == 0 && !regular(fd)) {
+			return &os.PathError{Op: "read", Path: path, Err: ErrWouldBlock}
+		}
 		if err != nil {
 			return &os.PathError{Op: "read", Path: path, Err: err}
 		}
@@ -63,13 +73,56 @@ func readFile(path string, parse func([]byte) error) error {
 	return nil
 }
 
+// openReadOnly opens a kernel file without blocking: O_NONBLOCK is ignored by cgroupfs,
+// sysfs and procfs files, and makes the open (and reads) of a FIFO fail or return at once
+// instead of waiting for a writer that never comes.
 func openReadOnly(path string) (int, error) {
 	for {
-		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 		if err != syscall.EINTR {
 			return fd, err
 		}
 	}
+}
+
+// readAllCapped reads a file of unknown size (mountinfo) up to max bytes, non-blocking like
+// readFile; a longer file is returned truncated with ErrTruncated.
+func readAllCapped(path string, max int) ([]byte, error) {
+	fd, err := openReadOnly(path)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	b := make([]byte, 0, 64<<10)
+	for {
+		if len(b) >= max {
+			return b, fmt.Errorf("%s: %w (%d bytes)", path, ErrTruncated, max)
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := syscall.Read(fd, b[len(b):min(cap(b), max)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EAGAIN || (err == nil && n == 0 && len(b) == 0 && !regular(fd)) {
+			return nil, &os.PathError{Op: "read", Path: path, Err: ErrWouldBlock}
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
+}
+
+// regular reports whether fd is a regular file (kernfs, sysfs and procfs files are). Only
+// asked when a read returned nothing, so it costs no system call on the common path.
+func regular(fd int) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG
 }
 
 // readUint reads a file holding one unsigned number.
@@ -154,7 +207,7 @@ func ErrorReason(err error) string {
 		return "permission"
 	case errors.Is(err, ErrParse):
 		return "parse"
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, procread.ErrTimeout):
 		return "timeout"
 	default:
 		return "io"

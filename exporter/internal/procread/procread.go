@@ -1,6 +1,34 @@
-// Package procread reads files of other processes under /proc with a size cap and a time
+// Package procread reads kernel files (under /proc and cgroupfs) with a size cap and a time
 // bound. A read of /proc/<pid>/maps or environ takes the target's mmap lock; a target stuck in
-// the kernel can make it block, and a scrape must never hang on one process.
+// the kernel can make it block, and a scrape must never hang on one process or file.
+//
+// Single reads: ReadFile, ReadAt and Do run the read in a goroutine and give up at the
+// context's deadline (DefaultTimeout without one) with ErrTimeout; the goroutine ends when
+// the kernel returns. Used alone they abandon one goroutine (and OS thread) per timed-out
+// call, so anything read every scrape should go through a Gate.
+//
+// Quarantine: a Gate (NewGate(collector)) allows at most one outstanding read per key.
+//   - Enter(key, kind) claims the key, or returns ErrStuck at once while an earlier read of
+//     it has not returned; the caller calls leave() when its read returns.
+//   - Abandon(key) marks the outstanding read stuck (its caller stopped waiting).
+//   - GateDo(ctx, g, key, kind, read) = Enter + a goroutine + wait until ctx ends; on timeout
+//     it abandons and returns ErrTimeout; later calls get ErrStuck without a goroutine.
+//   - Stuck() counts stuck reads by kind (quota_exporter_stuck_reads{collector,kind}).
+//
+// Keys: one per thing that can block independently, e.g. a file path, or "pid/starttime"
+// for a process whose mmap lock is held (then every read of it is skipped while one is
+// stuck). Use a gate per collector, and do not let two callers read the same key at the
+// same time: the second one would be refused with ErrStuck.
+//
+// Parallel bounded reads: Map(ctx, Budget{Workers, Item, Gate, Kind}, items, key, fn) reads
+// items with Workers goroutines; an item that takes longer than Item is abandoned (ErrTimeout,
+// key stuck) and its worker replaced, so N stuck items cost ceil(N/Workers) item budgets in
+// the first pass and nothing afterwards (ErrStuck). It returns when all items are done or
+// ctx ends and never waits for a blocked read. fn returns its result instead of writing
+// shared memory, because an abandoned fn may still run after Map returned; a panic in fn
+// becomes that item's error.
+//
+// ErrStuck wraps ErrTimeout: error counters report both as reason "timeout".
 package procread
 
 import (

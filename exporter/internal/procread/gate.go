@@ -1,0 +1,127 @@
+package procread
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// ErrStuck is returned, without reading, for a key whose earlier read has not returned yet.
+// It wraps ErrTimeout, so error counters classify it as a timeout.
+var ErrStuck = fmt.Errorf("%w: an earlier read of the same file or process has not returned (quarantined until it does)", ErrTimeout)
+
+// Gate allows at most one outstanding read per key (a file path, a pid and start time).
+// A read that outlived its caller's budget marks its key stuck; later reads of that key
+// fail at once with ErrStuck, without a new goroutine or system call, until the original
+// read returns. OS threads blocked in the kernel are therefore bounded by the number of
+// stuck keys, not by the number of scrapes. The zero value is not usable; use NewGate.
+type Gate struct {
+	name string // the collector, for quota_exporter_stuck_reads{collector}
+
+	mu   sync.Mutex
+	busy map[string]*outstanding
+}
+
+type outstanding struct {
+	kind  string
+	since time.Time
+	stuck bool
+}
+
+// NewGate returns an empty gate; name labels its stuck counts (the collector's name).
+func NewGate(name string) *Gate {
+	return &Gate{name: name, busy: map[string]*outstanding{}}
+}
+
+// Name is the name the gate was created with.
+func (g *Gate) Name() string { return g.name }
+
+// Enter claims key for one read of the given kind ("cpu.stat", "environ", ...). It returns
+// ErrStuck if a read of key is still outstanding; otherwise the caller must call leave once
+// the read has returned (also when the caller has given up on it meanwhile).
+func (g *Gate) Enter(key, kind string) (leave func(), err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.busy[key]; ok {
+		return nil, ErrStuck
+	}
+	o := &outstanding{kind: kind, since: time.Now()}
+	g.busy[key] = o
+	return func() {
+		g.mu.Lock()
+		if g.busy[key] == o {
+			delete(g.busy, key)
+		}
+		g.mu.Unlock()
+	}, nil
+}
+
+// Abandon marks key's outstanding read stuck: its caller stopped waiting for it. It is
+// counted by Stuck until the read returns and its leave runs.
+func (g *Gate) Abandon(key string) {
+	g.mu.Lock()
+	if o, ok := g.busy[key]; ok {
+		o.stuck = true
+	}
+	g.mu.Unlock()
+}
+
+// Stuck counts the abandoned reads still outstanding, by kind.
+func (g *Gate) Stuck() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]int{}
+	for _, o := range g.busy {
+		if o.stuck {
+			out[o.kind]++
+		}
+	}
+	return out
+}
+
+// StuckKeys lists the stuck keys, sorted (for logs and tests).
+func (g *Gate) StuckKeys() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for k, o := range g.busy {
+		if o.stuck {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// GateDo runs read for key in its own goroutine and waits until it returns or ctx ends
+// (DefaultTimeout if ctx has no deadline). On timeout the read is abandoned and key marked
+// stuck; it returns ErrTimeout now and ErrStuck to later calls until the read returns.
+// A key already outstanding returns ErrStuck at once, without starting a goroutine.
+func GateDo[T any](ctx context.Context, g *Gate, key, kind string, read func() (T, error)) (T, error) {
+	var zero T
+	leave, err := g.Enter(key, kind)
+	if err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer leave()
+		v, err := read()
+		ch <- result{v, err}
+	}()
+	ctx, cancel := withDefault(ctx)
+	defer cancel()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		g.Abandon(key)
+		return zero, fmt.Errorf("%s %s: %w", kind, key, ErrTimeout)
+	}
+}

@@ -1,0 +1,217 @@
+package procread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fifo makes a named pipe: opening it for reading blocks until a writer comes, which is
+// what a kernel file stuck behind a lock looks like to the reader.
+func fifo(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// release lets a reader blocked on the FIFO's open return (with EOF).
+func release(t *testing.T, p string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return // nobody reading any more
+	}
+	f.Close()
+}
+
+func readPath(p string) ([]byte, error) { return os.ReadFile(p) }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestGateDoQuarantinesStuckFIFO(t *testing.T) {
+	dir := t.TempDir()
+	p := fifo(t, dir, "cpu.stat")
+	g := NewGate("test")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := GateDo(ctx, g, p, "cpu.stat", func() ([]byte, error) { return readPath(p) })
+	cancel()
+	if !errors.Is(err, ErrTimeout) || errors.Is(err, ErrStuck) {
+		t.Fatalf("first read: want a timeout, got %v", err)
+	}
+	if got := g.Stuck()["cpu.stat"]; got != 1 {
+		t.Fatalf("stuck cpu.stat = %d, want 1", got)
+	}
+
+	// Later reads fail at once, without a new goroutine.
+	before := runtime.NumGoroutine()
+	for range 50 {
+		begin := time.Now()
+		_, err := GateDo(context.Background(), g, p, "cpu.stat", func() ([]byte, error) { return readPath(p) })
+		if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrTimeout) {
+			t.Fatalf("read of a stuck key: want ErrStuck (a timeout), got %v", err)
+		}
+		if d := time.Since(begin); d > 100*time.Millisecond {
+			t.Fatalf("refusal took %v", d)
+		}
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("goroutines grew from %d to %d over 50 refused reads", before, after)
+	}
+
+	// Once the original read returns, the key is free again.
+	release(t, p)
+	waitFor(t, "the stuck read to return", func() bool { return len(g.Stuck()) == 0 })
+	v, err := GateDo(context.Background(), g, p, "cpu.stat", func() ([]byte, error) { return []byte("ok"), nil })
+	if err != nil || string(v) != "ok" {
+		t.Fatalf("after release: %q, %v", v, err)
+	}
+}
+
+func TestGateEnterOneOutstandingPerKey(t *testing.T) {
+	g := NewGate("test")
+	leave, err := g.Enter("a", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Enter("a", "k"); !errors.Is(err, ErrStuck) {
+		t.Fatalf("second Enter: %v", err)
+	}
+	if l, err := g.Enter("b", "k"); err != nil {
+		t.Fatalf("other key: %v", err)
+	} else {
+		l()
+	}
+	if len(g.Stuck()) != 0 {
+		t.Fatal("an outstanding read not abandoned is not stuck")
+	}
+	g.Abandon("a")
+	if g.Stuck()["k"] != 1 || len(g.StuckKeys()) != 1 {
+		t.Fatalf("stuck after Abandon: %v", g.Stuck())
+	}
+	leave()
+	if len(g.Stuck()) != 0 {
+		t.Fatal("leave must clear the stuck mark")
+	}
+	if l, err := g.Enter("a", "k"); err != nil {
+		t.Fatalf("after leave: %v", err)
+	} else {
+		l()
+	}
+}
+
+// Ten stuck items and ten healthy ones: the healthy ones are all read, the stuck ones cost
+// the first Map about one item budget per worker's share, and later Maps nothing at all.
+func TestMapStuckItemsBounded(t *testing.T) {
+	dir := t.TempDir()
+	var items []string
+	var fifos []string
+	for i := range 10 {
+		p := fifo(t, dir, fmt.Sprintf("stuck%d", i))
+		fifos = append(fifos, p)
+		q := filepath.Join(dir, fmt.Sprintf("ok%d", i))
+		if err := os.WriteFile(q, []byte(q), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, p, q)
+	}
+	defer func() {
+		for _, p := range fifos {
+			release(t, p)
+		}
+	}()
+	g := NewGate("test")
+	b := Budget{Workers: 10, Item: 100 * time.Millisecond, Gate: g, Kind: "file"}
+	id := func(s string) string { return s }
+
+	check := func(res []Result[[]byte], wantStuck error) {
+		t.Helper()
+		for i, r := range res {
+			if i%2 == 1 {
+				if r.Err != nil || string(r.Value) != items[i] {
+					t.Fatalf("healthy item %s: %q, %v", items[i], r.Value, r.Err)
+				}
+			} else if !errors.Is(r.Err, wantStuck) {
+				t.Fatalf("stuck item %s: want %v, got %v", items[i], wantStuck, r.Err)
+			}
+		}
+	}
+	begin := time.Now()
+	res := Map(context.Background(), b, items, id, readPath)
+	first := time.Since(begin)
+	check(res, ErrTimeout)
+	if g.Stuck()["file"] != 10 {
+		t.Fatalf("stuck = %v, want 10 files", g.Stuck())
+	}
+	// 10 workers, 10 stuck items: one budget (plus the ticker's granularity), not ten.
+	if first > 5*b.Item {
+		t.Errorf("first Map took %v with 10 stuck items; want about one item budget (%v)", first, b.Item)
+	}
+	base := runtime.NumGoroutine()
+	for range 50 {
+		begin := time.Now()
+		check(Map(context.Background(), b, items, id, readPath), ErrStuck)
+		if d := time.Since(begin); d > b.Item {
+			t.Fatalf("Map over quarantined items took %v", d)
+		}
+	}
+	if after := runtime.NumGoroutine(); after > base+2 {
+		t.Fatalf("goroutines grew from %d to %d over 50 Maps", base, after)
+	}
+	for _, p := range fifos {
+		release(t, p)
+	}
+	waitFor(t, "stuck reads to return", func() bool { return len(g.Stuck()) == 0 })
+}
+
+func TestMapDeadline(t *testing.T) {
+	dir := t.TempDir()
+	p := fifo(t, dir, "blocked")
+	defer release(t, p)
+	items := []string{p, p + "-missing", p + "-other"}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	res := Map(ctx, Budget{Workers: 1}, items, func(s string) string { return s }, readPath)
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("Map ignored its deadline: %v", d)
+	}
+	for i, r := range res {
+		if !errors.Is(r.Err, ErrTimeout) {
+			t.Fatalf("item %d: want timeout, got %v (done %v)", i, r.Err, r.Done)
+		}
+	}
+	if res[1].Done {
+		t.Fatal("an item never started is not done")
+	}
+}
+
+func TestMapPanicIsItemError(t *testing.T) {
+	res := Map(context.Background(), Budget{Workers: 2, Gate: NewGate("test")}, []int{1, 2, 3}, func(i int) string { return fmt.Sprint(i) },
+		func(i int) (int, error) {
+			if i == 2 {
+				panic("bad input")
+			}
+			return i * 10, nil
+		})
+	if res[0].Value != 10 || res[2].Value != 30 || res[1].Err == nil {
+		t.Fatalf("got %+v", res)
+	}
+}

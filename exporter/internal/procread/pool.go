@@ -1,0 +1,186 @@
+package procread
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Budget bounds a Map: how many items are read at once, and how long one item may take
+// before its worker is abandoned and replaced.
+type Budget struct {
+	// Workers is the number of items read at once (at least 1).
+	Workers int
+	// Item is the time one item may take; 0 means no per-item bound (only ctx).
+	Item time.Duration
+	// Gate, if set, quarantines items by Key: an item whose key is stuck is skipped with
+	// ErrStuck, and an item that exceeds Item marks its key stuck.
+	Gate *Gate
+	// Kind labels the items' reads in the gate's stuck counts.
+	Kind string
+}
+
+// Result is one item's outcome. Done is false for items Map never started (ctx ended);
+// their Err is ErrTimeout.
+type Result[R any] struct {
+	Value R
+	Err   error
+	Done  bool
+}
+
+// Map reads items in parallel with b.Workers workers and returns their results in order.
+// It returns when every item is done, abandoned or refused, or when ctx ends, whichever
+// comes first, and never waits for a blocked read: a worker that exceeds b.Item is
+// abandoned (its item fails with ErrTimeout, its key is marked stuck) and replaced by a
+// new worker, so N stuck items cost one budget, not N. An abandoned worker exits when its
+// read returns; its result is discarded. fn must not write to memory the caller reads
+// after Map returns (return the value instead): an abandoned fn may still be running.
+// Goroutines alive at any time: at most b.Workers plus the number of stuck items.
+func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string, fn func(T) (R, error)) []Result[R] {
+	res := make([]Result[R], len(items))
+	if len(items) == 0 {
+		return res
+	}
+	workers := max(1, min(b.Workers, len(items)))
+	type worker struct {
+		item      int // -1 between items
+		start     time.Time
+		abandoned bool
+	}
+	var (
+		mu     sync.Mutex
+		sealed bool
+		next   int
+		active = map[*worker]bool{}
+		exited = make(chan struct{}, 1)
+	)
+	signal := func() {
+		select {
+		case exited <- struct{}{}:
+		default:
+		}
+	}
+	var spawn func()
+	run := func(w *worker) {
+		defer signal()
+		for {
+			mu.Lock()
+			if sealed || w.abandoned || next >= len(items) || ctx.Err() != nil {
+				delete(active, w)
+				mu.Unlock()
+				return
+			}
+			i := next
+			next++
+			w.item, w.start = i, time.Now()
+			mu.Unlock()
+
+			var v R
+			var err error
+			var leave func()
+			if b.Gate != nil {
+				leave, err = b.Gate.Enter(key(items[i]), b.Kind)
+			}
+			if err == nil {
+				v, err = guarded(fn, items[i])
+				if leave != nil {
+					leave()
+				}
+			}
+			mu.Lock()
+			if !sealed && !w.abandoned {
+				res[i] = Result[R]{Value: v, Err: err, Done: true}
+			}
+			w.item = -1
+			mu.Unlock()
+		}
+	}
+	spawn = func() {
+		w := &worker{item: -1}
+		active[w] = true
+		go run(w)
+	}
+	mu.Lock()
+	for range workers {
+		spawn()
+	}
+	mu.Unlock()
+
+	tick := time.Duration(0)
+	if b.Item > 0 {
+		tick = max(b.Item/4, 5*time.Millisecond)
+	}
+	var tc <-chan time.Time
+	if tick > 0 {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		tc = t.C
+	}
+	abandon := func(w *worker, why string, stuck bool) {
+		w.abandoned = true
+		delete(active, w)
+		res[w.item] = Result[R]{Err: fmt.Errorf("%s: %w", why, ErrTimeout), Done: true}
+		if b.Gate != nil && stuck {
+			b.Gate.Abandon(key(items[w.item]))
+		}
+	}
+	for {
+		mu.Lock()
+		if len(active) == 0 {
+			sealed = true
+			mu.Unlock()
+			break
+		}
+		if b.Item > 0 {
+			now := time.Now()
+			for w := range active {
+				if w.item >= 0 && !w.abandoned && now.Sub(w.start) > b.Item {
+					abandon(w, fmt.Sprintf("read took longer than %v", b.Item), true)
+					if next < len(items) {
+						spawn()
+					}
+				}
+			}
+		}
+		mu.Unlock()
+		select {
+		case <-exited:
+		case <-tc:
+		case <-ctx.Done():
+			mu.Lock()
+			for w := range active {
+				if w.item >= 0 {
+					// Still outstanding, so refused by the gate until it returns; counted
+					// as stuck once it has used a whole item budget.
+					abandon(w, "deadline reached", b.Item == 0 || time.Since(w.start) > b.Item)
+				}
+			}
+			sealed = true
+			for i := range res {
+				if !res[i].Done {
+					res[i].Err = fmt.Errorf("not read before the deadline: %w", ErrTimeout)
+				}
+			}
+			mu.Unlock()
+			return res
+		}
+	}
+	for i := range res {
+		if !res[i].Done {
+			res[i].Err = fmt.Errorf("not read before the deadline: %w", ErrTimeout)
+		}
+	}
+	return res
+}
+
+// guarded runs fn, turning a panic (a parser bug on odd input) into that item's error: a
+// worker goroutine's panic would otherwise end the exporter.
+func guarded[T, R any](fn func(T) (R, error), item T) (v R, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return fn(item)
+}
