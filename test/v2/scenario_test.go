@@ -58,6 +58,11 @@ var (
 	// Pod D (besteffort): no limits, cpu.weight 1 (the kubelet's 2 shares).
 	podD = pod(besteffort, "besteffort", "0d0d0d0d-4444-4444-8444-00000000000d")
 	idle = container(podD, hexID('e'))
+	// Pod E (burstable): a container with 64 MiB whose process is OOM-killed; the test then
+	// removes its cgroup, as the runtime does, and starts the "restarted" container.
+	podE      = pod(burstable, "burstable", "0e0e0e0e-5555-4555-8555-00000000000e")
+	oomed     = container(podE, hexID('f'))
+	restarted = container(podE, hexID('9'))
 	// A systemd service whose only limit is CPUQuota=30% on its slice.
 	batchSlice = "batch.slice"
 	service    = "batch.slice/nightly-report.service"
@@ -122,11 +127,28 @@ func scenario() string {
 	w("echo frozen, uptime $(cut -d' ' -f1 /proc/uptime)")
 	w("section files-before dumpcg %s", list)
 	w("echo dumped, uptime $(cut -d' ' -f1 /proc/uptime)")
-	w("section scrape wget -q -O - http://127.0.0.1:10137/metrics")
+	// HELP texts are most of the exposition and the serial console is slow: leave them out.
+	w("section scrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep -v \"^# HELP\"'")
 	w("echo scraped, uptime $(cut -d' ' -f1 /proc/uptime)")
 	w("section files-after dumpcg %s", list)
 	w("section arenas-maps cat /proc/$(pidof arenas)/maps")
 	w("for g in kubepods.slice %s; do echo 0 > $CG/$g/cgroup.freeze; done", batchSlice)
+	// The OOM kill: watched by the exporter first (a scrape), then killed; the cgroup is removed
+	// 200 ms after the kill, a new container cgroup created, and the exporter scraped again.
+	w("mkcg %s", oomed)
+	set(podE.slice, "memory.max", fmt.Sprint(128<<20))
+	set(oomed, "memory.max", fmt.Sprint(64<<20))
+	w("runin %s sleep 1000", oomed)
+	w("wget -q -O /dev/null http://127.0.0.1:10137/metrics")
+	w("runin %s dd if=/dev/zero of=/dev/null bs=256M count=1", oomed) // fills a 256 MiB buffer
+	w(`i=0; while ! grep -q 'oom_kill 1' $CG/%s/memory.events && [ $i -lt 600 ]; do i=$((i+1)); sleep 0.05; done`, oomed)
+	w("sleep 0.2")
+	w("echo 1 > $CG/%s/cgroup.kill; while [ -n \"$(cat $CG/%s/cgroup.procs)\" ]; do sleep 0.05; done; rmdir $CG/%s", oomed, oomed, oomed)
+	w("mkcg %s", restarted)
+	set(restarted, "memory.max", fmt.Sprint(64<<20))
+	w("runin %s sleep 1000", restarted)
+	w("section oom-scrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep oom_kills'")
+	w("section oom-pod-events cat $CG/%s/memory.events", podE.slice)
 	w("section go-own cat /tmp/go-own.out")
 	w("section go-pod cat /tmp/go-pod.out")
 	w("section arenas cat /tmp/arenas.out")
@@ -171,7 +193,9 @@ func bootScenario(host *vm.Host) (*vm.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	if os.Getenv("QUOTA_VM_DEBUG") != "1" {
+		defer os.RemoveAll(dir)
+	}
 	root := repoRoot()
 	bins := filepath.Join(dir, "bins")
 	if err := os.MkdirAll(bins, 0o755); err != nil {
