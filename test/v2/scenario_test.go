@@ -77,6 +77,8 @@ var watched = []string{
 // scenario is the script run inside the VM. The workloads are frozen (cgroup.freeze) while
 // the files are read, the exporter scraped and the files read again, so both reads see the
 // same counters; the test still accepts any value between the two reads.
+const startExporter = "/bin/quota_exporter --web.listen-address=127.0.0.1:10137 --process.min-resident=0 --web.disable-exporter-metrics --log.level=warn > /tmp/exporter.log 2>&1 &"
+
 func scenario() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
@@ -112,12 +114,15 @@ func scenario() string {
 	w("runin %s sh -c 'sleep 1000 | /bin/arenas 8 66 > /tmp/arenas.out'", arenas)
 	w("runin %s sleep 1000", idle)
 	w("runin %s %s", service, burn)
-	w("/bin/quota_exporter --web.listen-address=127.0.0.1:10137 --process.min-resident=0 --web.disable-exporter-metrics --log.level=warn > /tmp/exporter.log 2>&1 &")
-	// Ready: the exporter answers, both Go programs settled, the C program printed its arenas.
-	w(`i=0; while [ $i -lt 120 ]; do
+	// Ready: both Go programs settled, the C program printed its arenas. Only then the exporter
+	// starts: it keeps a process's malloc layout for 30 s, and a read while the C program was
+	// still allocating would be compared with malloc_info's final numbers.
+	w(`i=0; while [ $i -lt 240 ]; do
 	grep -q settled /tmp/go-own.out 2>/dev/null && grep -q settled /tmp/go-pod.out 2>/dev/null &&
-	grep -q READY /tmp/arenas.out 2>/dev/null && wget -q -O /dev/null http://127.0.0.1:10137/metrics && break
+	grep -q READY /tmp/arenas.out 2>/dev/null && break
 	i=$((i+1)); sleep 0.5; done`)
+	w(startExporter)
+	w(`j=0; while [ $j -lt 120 ] && ! wget -q -O /dev/null http://127.0.0.1:10137/metrics; do j=$((j+1)); sleep 0.5; done`)
 	w("echo ready after $i polls, uptime $(cut -d' ' -f1 /proc/uptime)")
 	w("sleep 4") // throttling accumulates
 	w("for g in kubepods.slice %s; do echo 1 > $CG/$g/cgroup.freeze; done", batchSlice)
