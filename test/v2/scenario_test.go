@@ -152,6 +152,7 @@ func scenario() string {
 	w("mkcg %s", restarted)
 	set(restarted, "memory.max", fmt.Sprint(64<<20))
 	w("runin %s sleep 1000", restarted)
+	w("sleep 1") // the exporter's discovery is shared for 500 ms: see the new container
 	w("section oom-scrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep oom_kills'")
 	w("section oom-pod-events cat $CG/%s/memory.events", podE.slice)
 	w("section go-own cat /tmp/go-own.out")
