@@ -1,0 +1,55 @@
+package collector
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+)
+
+func init() {
+	register("effective", true, "the CPU and memory limits that bind each cgroup: the smallest on its path from the root, and the cgroup that sets it", newEffectiveCollector)
+}
+
+var (
+	cpuEffectiveLimitDesc = newCgroupDesc("cpu_effective_limit_cores",
+		"The CPU limit that binds this cgroup: the smallest quota/period (cpu.max, v1 cpu.cfs_quota_us) on the path from the root to it, its own or an ancestor's (a Kubernetes pod, an ECS task, a systemd slice with CPUQuota=). limit_cgroup is the cgroup that sets it; on cgroup v2 its throttling is counted on that cgroup's quota_cpu_throttled_* series only. Absent when nothing on the path is limited.",
+		"limit_cgroup")
+	memEffectiveLimitDesc = newCgroupDesc("memory_effective_limit_bytes",
+		"The memory limit that binds this cgroup: the smallest memory.max (v1 memory.limit_in_bytes) on the path from the root to it, its own or an ancestor's; limit_cgroup is the cgroup that sets it. Absent when nothing on the path is limited.",
+		"limit_cgroup")
+)
+
+// effectiveCollector reads nothing of its own: discovery has read every cgroup's cpu.max
+// and memory limit in this scrape. Only when a path filter hides a limited ancestor are the
+// ancestors outside the watched set read, once each per scrape.
+type effectiveCollector struct{ env *Env }
+
+func newEffectiveCollector(env *Env) (Collector, error) { return &effectiveCollector{env}, nil }
+
+func (c *effectiveCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	cgs, _ := c.env.Cgroups.Cgroups(ctx) // walk errors are counted once, by the cpu collector
+	var ancestor func(string) cgroupfs.Limits
+	if c.env.Config.CgroupInclude != nil || c.env.Config.CgroupExclude != nil {
+		ancestor = c.env.Cgroups.Layout().ReadLimits
+	}
+	eff := cgroupfs.EffectiveLimits(cgs, ancestor)
+	for _, cg := range cgs {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		b := eff[cg.Path]
+		if b.CPUCgroup == "" && b.MemoryCgroup == "" {
+			continue
+		}
+		e := newEmitter(ch, cgroupLabels, cgroupLabelValues(cg))
+		if b.CPUCgroup != "" && cg.InCPU {
+			e.gauge(cpuEffectiveLimitDesc, b.CPUCores, b.CPUCgroup)
+		}
+		if b.MemoryCgroup != "" && cg.InMemory {
+			e.gauge(memEffectiveLimitDesc, float64(b.MemoryBytes), b.MemoryCgroup)
+		}
+	}
+	return nil
+}
