@@ -1,3 +1,5 @@
+//go:build linux
+
 package collector
 
 import (
@@ -9,7 +11,8 @@ import (
 )
 
 func init() {
-	register("effective", true, "the CPU and memory limits that bind each cgroup: the smallest on its path from the root, and the cgroup that sets it", newEffectiveCollector)
+	register("effective", true, "the CPU and memory limits that bind each cgroup: the smallest on its path from the root, and the cgroup that sets it", newEffectiveCollector,
+		cpuEffectiveLimitDesc, memEffectiveLimitDesc)
 }
 
 var (
