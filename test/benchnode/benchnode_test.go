@@ -50,7 +50,7 @@ func TestBenchNodeSmoke(t *testing.T) {
 	rs, err := Run(ctx, Options{
 		Sizes:        []int{100},
 		Workload:     WorkloadOptions{SleepFraction: 0.2, Burners: 1, JVMs: 1, GoPrograms: 1, Self: self},
-		Exporter:     TargetOptions{Bin: bin},
+		Exporters:    []TargetOptions{{Bin: bin}},
 		Idle:         3 * time.Second,
 		Settle:       500 * time.Millisecond,
 		Scrapes:      2,
@@ -61,15 +61,15 @@ func TestBenchNodeSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 1 || rs[0].Exporter == nil || rs[0].Floor == nil {
+	if len(rs) != 1 || len(rs[0].Exporters) != 1 || rs[0].Floor == nil {
 		t.Fatalf("incomplete result: %+v", rs)
 	}
-	x := rs[0].Exporter.Exposition
+	x := rs[0].Exporters[0].Exposition
 	if x.Containers != 100 || x.Samples == 0 || rs[0].Floor.Files == 0 {
 		t.Errorf("scrape saw %d of 100 containers in %d samples; floor read %d files", x.Containers, x.Samples, rs[0].Floor.Files)
 	}
 	var sb strings.Builder
-	WriteMarkdown(&sb, rs, bin)
+	WriteMarkdown(&sb, rs)
 	t.Log(sb.String())
 
 	parent := "/" + parentPrefix + strconv.Itoa(os.Getpid())

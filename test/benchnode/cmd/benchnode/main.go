@@ -26,7 +26,7 @@ func main() {
 	benchnode.ChildMain()
 	var (
 		sizes     = flag.String("n", "100,1000,3000", "comma-separated numbers of container cgroups")
-		exporter  = flag.String("exporter", "bin/quota_exporter", "exporter binary to measure")
+		exporter  = flag.String("exporter", "bin/quota_exporter", "exporter binary to measure; several as [name=]path,[name=]path are measured one after the other on the same workload")
 		args      = flag.String("exporter-args", "", "extra exporter flags, space-separated (default: none, the exporter's defaults)")
 		nodeExp   = flag.String("node-exporter", "", "node_exporter binary to measure side by side (empty: skip)")
 		idle      = flag.Duration("idle", 60*time.Second, "window with nobody scraping")
@@ -69,9 +69,21 @@ func main() {
 		logf("%v", err)
 		os.Exit(1)
 	}
-	bin, _ := filepath.Abs(*exporter)
 	if *pprofAddr != "" && *profDir == "" {
 		*profDir = "."
+	}
+	var targets []benchnode.TargetOptions
+	for _, e := range strings.Split(*exporter, ",") {
+		name, path, ok := strings.Cut(e, "=")
+		if !ok {
+			name, path = "quota_exporter", e
+			if strings.Contains(*exporter, ",") {
+				name = filepath.Base(path)
+			}
+		}
+		bin, _ := filepath.Abs(path)
+		targets = append(targets, benchnode.TargetOptions{Name: name, Bin: bin, Args: strings.Fields(*args),
+			PprofAddr: *pprofAddr, ProfileDir: *profDir, ProfileScrapes: *profFor})
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -79,13 +91,16 @@ func main() {
 		Sizes: ns,
 		Workload: benchnode.WorkloadOptions{SleepFraction: *sleepFrac, Burners: *burners, JVMs: *jvms,
 			GoPrograms: *goprogs, Self: self},
-		Exporter:     benchnode.TargetOptions{Bin: bin, Args: strings.Fields(*args), PprofAddr: *pprofAddr, ProfileDir: *profDir, ProfileScrapes: *profFor},
+		Exporters:    targets,
 		NodeExporter: *nodeExp,
 		Idle:         *idle, Settle: *settle, Scrapes: *scrapes, ScrapeGap: *gap, FloorRepeats: *repeats,
 		Logf: logf,
 	}
 	rs, err := benchnode.Run(ctx, o)
-	benchnode.WriteMarkdown(os.Stdout, rs, bin)
+	for _, t := range targets {
+		fmt.Printf("%s: %s\n", t.Name, t.Bin)
+	}
+	benchnode.WriteMarkdown(os.Stdout, rs)
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(rs, "", "  ")
 		if werr := os.WriteFile(*jsonOut, b, 0o644); werr != nil {
