@@ -27,7 +27,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run test test-unit test-v2 test-mixin test-examples test-e2e lint bench mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build run test test-unit test-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
@@ -40,7 +40,7 @@ run: build
 
 # Every test: lint, the exporter's unit and real-system tests, the cgroup v2 VM tests, the mixin checks, the deployment
 # examples, and the end-to-end test (workloads, exporter, Prometheus, Alertmanager; root).
-test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-e2e
+test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-e2e test-bench-node
 
 test-unit: build
 	$(GOTEST) ./...
@@ -68,6 +68,11 @@ test-examples:
 test-e2e: build
 	cd test && $(GOTEST) ./e2e/...
 
+# The real-node benchmark's smoke test: one run at N = 100 with short windows that asserts only
+# that it completes and removes every cgroup and process it created (root; fails on CI without).
+test-bench-node: build
+	cd test && BENCHNODE_EXPORTER=$(CURDIR)/$(BIN) $(GOTEST) ./benchnode/...
+
 # Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
 examples: mixin
 	cd test && $(GO) run ./examples/cmd/genk8s -root ..
@@ -93,6 +98,22 @@ bench:
 	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -benchtime 10x -bench '^Benchmark(ScrapeProcesses|ScrapeRealJVMs)$$' ./exporter/collector/
 	@echo "== parsers"
 	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -bench . ./exporter/internal/...
+
+# The exporter on real v1 cgroups (root; docs/performance.md "Real node"): N quota cgroups with
+# processes, the real binary with its defaults, idle CPU, scrape cost, memory, series, response size
+# and the read floor; node_exporter side by side (pinned in tools/go.mod; NODE_EXPORTER= skips it).
+# Rerun on another build: make bench-node EXPORTER=path/to/quota_exporter N=1000
+N               ?= 100,1000,3000
+EXPORTER        ?= $(BIN)
+NODE_EXPORTER   ?= bin/node_exporter
+BENCH_NODE_ARGS ?=
+bench-node: build
+	@if [ "$$(id -u)" != 0 ]; then \
+	  if [ "$$CI" = true ]; then echo "bench-node: needs root (creates v1 cgroups)"; exit 1; fi; \
+	  echo "bench-node: skipped: needs root (creates v1 cgroups)"; exit 0; fi; \
+	set -e; cd test && $(GO) build -o ../bin/benchnode ./benchnode/cmd/benchnode && cd ..; \
+	if [ '$(NODE_EXPORTER)' = bin/node_exporter ]; then cd tools && $(GO) build -o ../bin/node_exporter github.com/prometheus/node_exporter && cd ..; fi; \
+	./bin/benchnode -n '$(N)' -exporter '$(EXPORTER)' $(if $(NODE_EXPORTER),-node-exporter '$(NODE_EXPORTER)') $(BENCH_NODE_ARGS)
 
 # Renders dashboards/*.json and alerts/*.yaml from mixin/.
 mixin:
