@@ -93,7 +93,7 @@ func TestBinaryFIFOHostAndSIGTERM(t *testing.T) {
 		if i == 0 {
 			threads = threadsOf(t, cmd.Process.Pid)
 		}
-		if i == 49 && !strings.Contains(body, `quota_exporter_read_errors_total{collector="cpu",reason="timeout"}`) {
+		if i == 49 && !strings.Contains(body, `quota_exporter_read_errors_total{collector="discovery",reason="timeout"}`) {
 			t.Errorf("FIFOs not counted as timeouts:\n%s", body)
 		}
 	}
