@@ -316,7 +316,7 @@ local utils = import '../lib/utils.libsonnet';
             |||
               (
                 quota_process_malloc_arenas{%(sel)s, %(node)s}
-                  > %(on)s group_left
+                  > %(on)s group_left()
                 (%(perCore)g * cgroup:quota_cpu_limit_cores:effective)
                 or
                 (

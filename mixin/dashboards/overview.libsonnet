@@ -7,9 +7,6 @@ local common = import 'common.libsonnet';
     local d = common.new(c);
     local s = d.workloadSel;
     local by = std.join(', ', c.cgroupLabels + ['namespace', 'pod', 'container']);
-    local frozen(range) =
-      'increase(quota_cpu_throttled_window_ratio_count{%(s)s}[%(r)s]) - ignoring(le) increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, le="0.9"}[%(r)s])'
-      % { s: s, r: range };
     local stat(title, unit, description, expr) =
       g.panel.stat.new(title)
       + g.panel.stat.standardOptions.withUnit(unit)
@@ -34,14 +31,14 @@ local common = import 'common.libsonnet';
              'short',
              'Alerts of this mixin firing now for the selected exporters.',
              'count(ALERTS{alertstate="firing", alertname=~"Quota.*", %s}) or vector(0)' % d.exporterSel),
-        stat('Frozen windows (1h)',
+        stat('Frozen windows (10m)',
              'short',
-             'Sampler windows (1 s by default) in the last hour in which more than 90% of the CFS periods were throttled, summed over the selected containers and pods.',
-             'sum(%s) or vector(0)' % frozen('1h')),
+             'Sampler windows (1 s by default) in the last 10 minutes in which more than 90% of the CFS periods were throttled, summed over the selected containers and pods.',
+             'sum(cgroup:quota_cpu_frozen_windows:increase10m{%s}) or vector(0)' % s),
         common.table(
           'Containers and pods',
-          'One row per container, pod slice or other cgroup (never the node-level kubepods slices). Frozen (1h): '
-          + 'sampler windows (1 s by default) in the last hour with more than 90% of the CFS periods throttled. Throttled: share of periods throttled over 5 minutes. Threads / limit: JVM '
+          'One row per container, pod slice or other cgroup (never the node-level kubepods slices). Frozen (10m): '
+          + 'sampler windows (1 s by default) in the last 10 minutes with more than 90% of the CFS periods throttled. Throttled: share of periods throttled over 5 minutes. Threads / limit: JVM '
           + 'parallel GC threads or Go GOMAXPROCS per core of CPU limit (above 1 the runtime bursts past the quota). '
           + 'RSS / limit: resident memory against the memory limit. Arenas: glibc malloc arenas of its processes. '
           + 'Sorted worst first by frozen windows; click a header to sort by another column.',
@@ -49,7 +46,7 @@ local common = import 'common.libsonnet';
             ['CPU limit (cores)', 'max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s})' % [by, s], 'short'],
             ['CPU used (cores)', 'max by (%s) (cgroup:quota_cpu_usage_seconds:rate5m{%s})' % [by, s], 'short'],
             ['Throttled', 'max by (%s) (cgroup:quota_cpu_throttled_periods:ratio_rate5m{%s})' % [by, s], 'percentunit'],
-            ['Frozen (1h)', 'max by (%s) (%s)' % [by, frozen('1h')], 'short'],
+            ['Frozen (10m)', 'max by (%s) (cgroup:quota_cpu_frozen_windows:increase10m{%s})' % [by, s], 'short'],
             [null, 'max by (%s, runtime) (quota_process_start_time_seconds{%s, runtime=~"jvm|go"})' % [by, s], 'short'],
             ['Threads / limit', 'max by (%s) (process:quota_runtime_parallelism_over_cpu_limit:ratio{%s})' % [by, s], 'short'],
             ['RSS', 'max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], 'bytes'],
@@ -57,7 +54,7 @@ local common = import 'common.libsonnet';
             ['Arenas', 'sum by (%s) (quota_process_malloc_arenas{%s})' % [by, s], 'short'],
             ['Firing alerts', 'count by (%s) (ALERTS{alertstate="firing", alertname=~"Quota.*", %s})' % [by, s], 'short'],
           ],
-          'Frozen (1h)',
+          'Frozen (10m)',
           height=16,
         ),
         common.timeSeries(

@@ -225,7 +225,9 @@ func checkTargetLabels(t *testing.T, rcs []monitoringv1.RelabelConfig) {
 		"instance", "10.1.2.3:10137", "job", "quota-exporter",
 		"namespace", "monitoring", "pod", "quota-exporter-x7k2p", "container", "quota-exporter", "endpoint", "metrics",
 	)
-	got, keep := relabel.Process(target, cfgs...)
+	lb := labels.NewBuilder(target)
+	keep := relabel.ProcessBuilder(lb, cfgs...)
+	got := lb.Labels()
 	if !keep {
 		t.Fatal("the PodMonitor's relabelings drop the exporter target")
 	}
