@@ -157,7 +157,7 @@ local utils = import '../lib/utils.libsonnet';
             + qIf('time() - cgroup:quota_process_start_time_seconds:top_cpu{@CG}',
                   'The process using most of its CPU, {{ with first . }}{{ .Labels.process }}{{ end }}, started '
                   + '{{ $v | humanizeDuration }} ago{{ if lt $v %d.0 }}: warm-up adds to it{{ else }}: steady state{{ end }}. '
-                  % warmup)
+                    % warmup)
             + 'Bursts exhaust the quota early in each period and every thread waits for the next one. '
             + 'Fix: raise the CPU limit (or drop it and rely on the request), cap the threads that burst '
             + 'together (GC, worker pools), or allow CFS burst (cpu.max.burst).'
@@ -341,7 +341,8 @@ local utils = import '../lib/utils.libsonnet';
             "glibc malloc arenas hold a large share of a process's memory.",
             '{{ $value | printf "%.0f" }} glibc malloc arenas (limit '
             + q('quota_process_malloc_arena_limit{@PR}', 'printf "%.0f"') + ', by default 8 per host CPU) '
-            + qIf('cgroup:quota_cpu_limit_cores:effective{@CG}', 'against a {{ $v | printf "%.2g" }}-core CPU limit',
+            + qIf('cgroup:quota_cpu_limit_cores:effective{@CG}',
+                  'against a {{ $v | printf "%.2g" }}-core CPU limit',
                   'without a CPU limit')
             + ' in {{ $labels.process }}, ' + where + ': arena heaps keep '
             + q('process:quota_process_malloc_heap_resident_bytes:ratio{@PR}', 'humanizePercentage')

@@ -49,7 +49,7 @@ local common = import 'common.libsonnet';
         common.timeSeries(
           'Frozen and half-throttled windows',
           'short',
-          "Sampler windows (1 s by default), per interval, in which more than 90% (frozen, what QuotaCPUStalls "
+          'Sampler windows (1 s by default), per interval, in which more than 90% (frozen, what QuotaCPUStalls '
           + 'counts) or more than 50% of the CFS periods were throttled: short freezes that a 5-minute average '
           + 'spreads thin.',
           [

@@ -41,7 +41,7 @@ local common = import 'common.libsonnet';
         common.timeSeries(
           'Working set / memory limit',
           'percentunit',
-          'Working set against the memory limit that binds (its own or its pod\'s; what QuotaMemoryNearLimit '
+          "Working set against the memory limit that binds (its own or its pod's; what QuotaMemoryNearLimit "
           + 'compares); cgroups without a limit are absent.',
           [['max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s, s], '{{cgroup}}']],
         ),
@@ -95,7 +95,7 @@ local common = import 'common.libsonnet';
         common.timeSeries(
           'Arena heaps resident share of RSS',
           'percentunit',
-          'Share of each process\'s RSS resident in glibc arena heaps (non-main arenas), as '
+          "Share of each process's RSS resident in glibc arena heaps (non-main arenas), as "
           + 'process:quota_process_malloc_heap_resident_bytes:ratio; QuotaMallocArenaBloat fires above '
           + std.toString(c.mallocArenaResidentShare * 100) + '%. The bytes are in the Allocators table.',
           [

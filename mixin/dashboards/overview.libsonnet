@@ -67,7 +67,7 @@ local common = import 'common.libsonnet';
         common.timeSeries(
           'Top 10 containers and pods by working set / memory limit',
           'percentunit',
-          'Working set against the memory limit that binds (its own or its pod\'s); cgroups without a limit are absent.',
+          "Working set against the memory limit that binds (its own or its pod's); cgroups without a limit are absent.",
           [['topk(10, quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [s, s], '{{instance}} {{cgroup}}']],
         ),
       ],
