@@ -10,27 +10,48 @@
     showMultiCluster: false,
     clusterLabel: 'cluster',
 
+    // Where the Kubernetes names (namespace, pod, container) come from:
+    //   'exporter': quota_exporter's own labels (--path.podlogs, the kubelet's /var/log/pods);
+    //   'kube-state-metrics': joined from kube_pod_info (by pod uid) and kube_pod_container_info
+    //   (by container id), for deployments that do not mount /var/log.
+    kubeNamesSource: 'exporter',
+    kubeStateMetricsSelector: 'job="kube-state-metrics"',
+    // QuotaExporterMissing: with kube-state-metrics, every node (kube_node_info) must have an
+    // exporter; without it, every instance seen within exporterSeenWindow must still be a target.
+    exporterMissingUsesKubeStateMetrics: false,
+    exporterSeenWindow: '1d',
+    // Rule groups with long ranges ([1d], [6h]) are evaluated at this interval, not every
+    // evaluation_interval.
+    slowRulesInterval: '1m',
+
     // The application's own Go runtime histogram (client_golang with runtime/metrics),
     // scraped by the user from the application, not by quota_exporter. '' hides the panel.
     goGCPausesSelector: 'job!="quota-exporter"',
+    // The application's own Go runtime gauges and counters (client_golang >= 1.20 with Go >= 1.21:
+    // go_sched_gomaxprocs_threads, go_sched_pauses_total_gc_seconds). '' hides the panels.
+    goRuntimeSelector: 'job!="quota-exporter"',
 
     // Windows shared by rules, alerts and dashboards.
     warmupWindow: '10m',  // a process younger than this is warming up (JIT, class loading, caches)
-    rssCreepLookback: '6h',  // the trend predict_linear fits for RSS creep
-    rssCreepHorizon: '4h',  // alert when the trend reaches the limit within this
-    safepointBaselineWindow: '1d',  // "normal" safepoint time is the average over this
+    memoryCreepLookback: '6h',  // the trend (deriv) fitted to a cgroup's working set
+    memoryCreepHorizon: '4h',  // alert when the trend reaches the limit within this
 
     // Thresholds, named by what they mean.
     warmupThrottledPeriodsRatio: 0.5,  // share of CFS periods throttled while warming up
-    stalledSecondsPer5m: 15,  // seconds (of 300) with more than half the periods throttled
+    // A frozen second: one in which more than 90% of the CFS periods were throttled (from the
+    // exporter's per-second sampler, whatever --throttle.window is). One 3 s freeze per minute
+    // is 30 frozen seconds per 10 minutes; steady 20% throttling has none.
+    frozenSecondsPer10m: 10,
     throttledPeriodsRatioForCause: 0.1,  // "the cgroup is being throttled" when blaming a cause
+    frozenSecondsForCause: 3,  // or: this many frozen seconds in 10 minutes
     gcThreadsPerLimitCore: 2,  // parallel GC threads per core of CPU limit
     goMaxProcsPerLimitCore: 2,  // GOMAXPROCS per core of CPU limit (and more than Go's minimum of 2)
-    safepointInflationFactor: 3,  // safepoint time or time-to-safepoint vs. its baseline
-    safepointSecondsPerSecond: 0.05,  // and at least this share of wall time in safepoints
-    safepointSyncSecondsPerSecond: 0.01,  // or at least this share of wall time reaching safepoints
+    safepointSecondsPerSecond: 0.05,  // share of wall time in safepoints
+    safepointSyncSecondsPerSecond: 0.01,  // or share of wall time reaching safepoints (time-to-safepoint)
+    safepointSyncSecondsMean: 0.02,  // or mean time-to-safepoint per safepoint, seconds
     safepointThrottledPeriodsRatio: 0.25,  // while throttled in at least this share of periods
     mallocArenasPerLimitCore: 4,  // glibc arenas per core of CPU limit
+    mallocArenasWithoutLimit: 16,  // arenas of a process without a CPU limit (glibc allows 8 per host CPU)
     mallocArenaResidentShare: 0.3,  // share of RSS resident in non-main arena heaps
     memoryNearLimitRatio: 0.9,  // working set / memory limit
     systemCPUShare: 0.5,  // system time / all CPU time of a cgroup
@@ -39,15 +60,16 @@
 
     // `for` durations.
     warmupFor: '2m',
-    stallsFor: '15m',
+    stallsFor: '5m',
     gcThreadsFor: '10m',
     goMaxProcsFor: '15m',
     safepointFor: '10m',
-    rssCreepFor: '30m',
+    memoryCreepFor: '30m',
     arenaBloatFor: '30m',
     memoryNearLimitFor: '15m',
     systemCPUFor: '15m',
     exporterDownFor: '5m',
+    exporterMissingFor: '15m',
     collectorFailedFor: '15m',
     oomKilledWindow: '10m',  // how long QuotaContainerOOMKilled stays firing after a kill
 
@@ -57,12 +79,13 @@
       gcThreads: 'warning',
       goMaxProcs: 'warning',
       safepoint: 'warning',
-      rssCreep: 'warning',
+      memoryCreep: 'warning',
       arenaBloat: 'info',
       memoryNearLimit: 'warning',
       oomKilled: 'warning',
       systemCPU: 'info',
       exporterDown: 'warning',
+      exporterMissing: 'warning',
       collectorFailed: 'warning',
     },
 
@@ -89,5 +112,10 @@
     // The identity labels of per-cgroup series (aggregations keep them).
     cgroupLabels:: self.cgroupJoinLabels + ['pod_uid', 'container_id', 'qos_class'],
     processJoinLabels:: self.cgroupJoinLabels + ['process'],
+    // Same exporter (node) and pod: a pod slice and its containers.
+    podJoinLabels:: self.clusterLabels + ['job', 'instance', 'pod_uid'],
+    // Node-level cgroups of the kubelet (/kubepods.slice, QoS slices, k3s' nested roots): never
+    // alerted on; their pods and containers are.
+    nodeSliceMatcher:: @'cgroup!~"(.*/)?kubepods(\\.slice)?(/[^/]*(burstable|besteffort)[^/]*)?"',
   },
 }

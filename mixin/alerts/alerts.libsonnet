@@ -1,13 +1,17 @@
-// Alerts that name the cause and the fix. Descriptions look up the numbers they quote with
-// template queries built from the alert's own labels.
+// Alerts that name the cause and the fix, once per problem: at the container when its own
+// limit binds, at the pod when only the pod's does, never at /kubepods.slice or a QoS slice.
+// Descriptions look up at most 3 numbers with template queries built from the alert's labels;
+// the recording rules carry what they need.
 local utils = import '../lib/utils.libsonnet';
 
 {
   prometheusAlerts+:: {
     local c = $._config,
     local sel = c.quotaExporterSelector,
-    local on = 'on(%s)' % utils.labels(c.cgroupJoinLabels),
+    local join = utils.labels(c.cgroupJoinLabels),
+    local on = 'on(%s)' % join,
     local warmup = utils.seconds(c.warmupWindow),
+    local node = c.nodeSliceMatcher,
 
     // Matchers that select the alert's cgroup (@CG), process (@PR) or collector (@CO) inside a template query.
     local matchers = {
@@ -25,13 +29,20 @@ local utils = import '../lib/utils.libsonnet';
     // q(expr, fmt): the first value of expr, formatted; "?" when the query returns nothing.
     local q(expr, fmt) =
       '{{ with %s }}{{ . | first | value | %s }}{{ else }}?{{ end }}' % [printfQuery(expr), fmt],
-    // qIf(expr, text): text (which may use $v, the first value) only when expr returns something.
-    local qIf(expr, text) =
-      '{{ with %s }}{{ $v := . | first | value }}%s{{ end }}' % [printfQuery(expr), text],
+    // qIf(expr, text, else): text (which may use $v, the first value) only when expr returns something.
+    local qIf(expr, text, otherwise='') =
+      '{{ with %s }}{{ $v := . | first | value }}%s{{ else }}%s{{ end }}' % [printfQuery(expr), text, otherwise],
+
+    // In kube-state-metrics mode the names come from a join; otherwise the series carry them.
+    local named(expr) =
+      if c.kubeNamesSource == 'kube-state-metrics' then
+        '(\n%s) * %s group_left(namespace, pod, container) cgroup:quota_kube_names:info\nor %s\n(\n%s)\n'
+        % [expr, on, on, expr]
+      else expr,
 
     local alert(name, severity, expr, forDuration, summary, description) = {
       alert: name,
-      expr: expr,
+      expr: named(expr),
       labels: { severity: severity },
       annotations: {
         summary: summary,
@@ -40,10 +51,73 @@ local utils = import '../lib/utils.libsonnet';
       },
     } + (if forDuration != null then { 'for': forDuration } else {}),
 
+    // One alert per problem. f(m) is a cgroup-level condition whose primary selectors take the
+    // extra matchers m. Containers first; a pod slice only when none of its containers matches
+    // (its own limit binds); other cgroups (systemd services, Docker, bare cgroups) unless they
+    // are the kubelet's node-level slices.
+    local oneLevel(f) =
+      local podOn = 'on(%s)' % utils.labels(c.podJoinLabels);
+      |||
+        (
+        %(container)s)
+        or
+        (
+        %(pod)s)
+          unless %(podOn)s
+        (
+        %(container)s)
+        or
+        (
+        %(other)s)
+      ||| % {
+        container: f('container_id!=""'),
+        pod: f('container_id="", pod_uid!=""'),
+        other: f('pod_uid="", ' + node),
+        podOn: podOn,
+      },
+
     local cores(expr) = q(expr, 'printf "%.2g"'),
-    local limitCores = cores('quota_cpu_limit_cores{@CG}'),
-    local throttledShare = q('cgroup:quota_cpu_throttled_periods:ratio_rate5m{@CG}', 'humanizePercentage'),
-    local where = 'cgroup {{ $labels.cgroup }} on {{ $labels.instance }}',
+    local limitCores = cores('cgroup:quota_cpu_limit_cores:effective{@CG}'),
+    local throttledShare = q('cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m{@CG}', 'humanizePercentage'),
+    // Names when the exporter (or kube-state-metrics) resolved them, the cgroup path otherwise.
+    local where = '{{ if $labels.container }}container {{ $labels.container }} of pod {{ $labels.namespace }}/{{ $labels.pod }}'
+                  + '{{ else if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }}'
+                  + '{{ else }}cgroup {{ $labels.cgroup }}{{ end }} on {{ $labels.instance }}',
+    // The largest processes of the alert's cgroup (the breakdown of a cgroup-level memory alert).
+    local topProcesses = '{{ range %s }}{{ .Labels.process }} {{ .Value | humanize1024 }}B, {{ end }}'
+                         % printfQuery('topk(3, quota_process_resident_bytes{@CG})'),
+
+    // Warm-up: heavily throttled while the process using most of the cgroup's CPU is young.
+    local warmupCondition(m) = |||
+      cgroup:quota_cpu_throttled_periods:ratio_rate5m{%(m)s} > %(ratio)g
+      and %(on)s
+      (time() - cgroup:quota_process_start_time_seconds:top_cpu{%(m)s} < %(warmup)d)
+    ||| % { m: m, ratio: c.warmupThrottledPeriodsRatio, on: on, warmup: warmup },
+    // A runtime's parallelism is to blame when its cgroup (or the one whose limit binds) is throttled.
+    local throttledGate = |||
+      (
+        cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m > %(ratio)g
+        or
+        cgroup:quota_cpu_binding_frozen_windows:increase10m >= %(frozen)g
+      )
+    ||| % { ratio: c.throttledPeriodsRatioForCause, frozen: c.frozenSecondsForCause },
+    local gomaxprocsCondition = |||
+      quota_go_gomaxprocs{%(sel)s, %(node)s} > 2
+      and
+      process:quota_go_gomaxprocs_over_cpu_limit:ratio > %(factor)g
+    ||| % { sel: sel, node: node, factor: c.goMaxProcsPerLimitCore },
+    local gomaxprocsDescription(state) =
+      'GOMAXPROCS={{ $value | printf "%.0f" }} against a ' + limitCores
+      + '-core CPU limit for Go program {{ $labels.process }} in ' + where + state
+      + ('{{ with %s }}{{ with first . }}' % printfQuery('quota_go_info{@PR}'))
+      + '{{ if eq .Labels.container_aware "true" }}The binary (version {{ .Labels.version }}) is container-aware, '
+      + 'so GOMAXPROCS is overridden (GOMAXPROCS environment variable or runtime.GOMAXPROCS): remove the '
+      + 'override or set it to the limit. {{ else }}The binary (version {{ .Labels.version }}, automaxprocs '
+      + '{{ .Labels.automaxprocs }}) is not container-aware. {{ end }}{{ end }}{{ end }}'
+      + 'Fix: build with Go >= 1.25 and a go.mod go line >= 1.25, or import go.uber.org/automaxprocs, or '
+      + 'set GOMAXPROCS to the CPU limit (rounded up).',
+    local creepDeriv = 'cgroup:quota_memory_working_set_bytes:deriv' + c.memoryCreepLookback,
+    local oomWindow = c.oomKilledWindow,
 
     groups+: [
       {
@@ -52,18 +126,13 @@ local utils = import '../lib/utils.libsonnet';
           alert(
             'QuotaCPUThrottlingDuringWarmup',
             c.severities.warmup,
-            |||
-              cgroup:quota_cpu_throttled_periods:ratio_rate5m > %(ratio)g
-              and %(on)s
-              (time() - quota_process_start_time_seconds{%(sel)s} < %(warmup)d)
-            ||| % { ratio: c.warmupThrottledPeriodsRatio, on: on, sel: sel, warmup: warmup },
+            oneLevel(warmupCondition),
             c.warmupFor,
             'A process is throttled by its CPU limit while it warms up.',
             where + ' was throttled in {{ $value | humanizePercentage }} of its CFS periods over 5 minutes while '
-            + ('{{ range %s }}' % printfQuery('time() - quota_process_start_time_seconds{@CG} < %d' % warmup))
+            + ('{{ range %s }}' % printfQuery('time() - cgroup:quota_process_start_time_seconds:top_cpu{@CG}'))
             + '{{ .Labels.process }} ({{ .Labels.runtime }}, started {{ .Value | humanizeDuration }} ago) {{ end }}'
-            + 'warmed up. CPU limit ' + limitCores + ' cores, used '
-            + cores('cgroup:quota_cpu_usage_seconds:rate2m{@CG}') + ' cores, QoS class "{{ $labels.qos_class }}". '
+            + 'warmed up. CPU limit ' + limitCores + ' cores, QoS class "{{ $labels.qos_class }}". '
             + qIf('sum(process:quota_jvm_jit_compilation_seconds:rate5m{@CG}) > 0.01',
                   'JIT compilation alone used {{ $v | printf "%.2g" }} cores. ')
             + 'Warm-up (JIT, class loading, cache fill) needs several times the steady-state CPU; at the limit '
@@ -73,40 +142,46 @@ local utils = import '../lib/utils.libsonnet';
           alert(
             'QuotaCPUStalls',
             c.severities.stalls,
-            |||
-              cgroup:quota_cpu_stalled_seconds:increase5m > %(seconds)g
+            // A stall during warm-up is the warm-up alert's (same problem, one alert); a young
+            // helper process, probe or recycled worker changes nothing.
+            oneLevel(function(m) |||
+              cgroup:quota_cpu_frozen_windows:increase10m{%(m)s} >= %(frozen)g
               unless %(on)s
-              (time() - quota_process_start_time_seconds{%(sel)s} < %(warmup)d)
-            ||| % { seconds: c.stalledSecondsPer5m, on: on, sel: sel, warmup: warmup },
+              (%(warm)s)
+            ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, warm: warmupCondition(m) }),
             c.stallsFor,
-            'A cgroup is frozen by CPU throttling for many seconds.',
-            where + ' had {{ $value | printf "%.0f" }} of the last 300 seconds with more than half of their CFS '
-            + 'periods throttled (' + q('cgroup:quota_cpu_stalled_seconds:increase1h{@CG}', 'printf "%.0f"')
-            + ' s in the last hour); over 5 minutes it was throttled in ' + throttledShare + ' of periods and used '
-            + cores('cgroup:quota_cpu_usage_seconds:rate2m{@CG}') + ' of its ' + limitCores
-            + ' cores: bursts exhaust the quota early in each period and every thread waits for the next one, '
-            + 'which a 5-minute average hides. Fix: raise the CPU limit (or drop it and rely on the request), '
-            + 'cap the threads that burst together (GC, worker pools), or allow CFS burst (cpu.max.burst).'
+            'A cgroup is frozen by CPU throttling for seconds at a time.',
+            where + ' was frozen (more than 90% of the CFS periods throttled) in {{ $value | printf "%.0f" }} '
+            + 'one-second sampler windows of the last 10 minutes; over 5 minutes it was throttled in '
+            + throttledShare + ' of periods with a ' + limitCores + '-core limit, which an average hides. '
+            + qIf('time() - cgroup:quota_process_start_time_seconds:top_cpu{@CG}',
+                  'The process using most of its CPU, {{ with first . }}{{ .Labels.process }}{{ end }}, started '
+                  + '{{ $v | humanizeDuration }} ago{{ if lt $v %d.0 }}: warm-up adds to it{{ else }}: steady state{{ end }}. '
+                    % warmup)
+            + 'Bursts exhaust the quota early in each period and every thread waits for the next one. '
+            + 'Fix: raise the CPU limit (or drop it and rely on the request), cap the threads that burst '
+            + 'together (GC, worker pools), or allow CFS burst (cpu.max.burst).'
           ),
           alert(
             'QuotaHighSystemCPUUnderQuota',
             c.severities.systemCPU,
-            |||
+            oneLevel(function(m) |||
               (
-                cgroup_mode:quota_cpu_usage_seconds:rate5m{mode="system"}
+                cgroup_mode:quota_cpu_usage_seconds:rate5m{mode="system", %(m)s}
                   / ignoring(mode)
-                cgroup:quota_cpu_usage_seconds:rate5m
+                cgroup:quota_cpu_usage_seconds:rate5m{%(m)s}
               ) > %(share)g
               and %(on)s
               cgroup:quota_cpu_usage_seconds:rate2m > %(minCores)g
               and %(on)s
               cgroup:quota_cpu_throttled_periods:ratio_rate5m > %(throttled)g
             ||| % {
+              m: m,
               minCores: c.systemCPUMinCores,
               share: c.systemCPUShare,
               on: on,
               throttled: c.systemCPUThrottledPeriodsRatio,
-            },
+            }),
             c.systemCPUFor,
             'Kernel time dominates the CPU use of a throttled cgroup.',
             'System (kernel) time is {{ $value | humanizePercentage }} of the CPU time of ' + where + ' ('
@@ -125,17 +200,19 @@ local utils = import '../lib/utils.libsonnet';
           alert(
             'QuotaJVMGCThreadsExceedCPULimit',
             c.severities.gcThreads,
+            // Only when fewer threads are possible (more than one), and only while the cgroup
+            // (or the one whose limit binds) is throttled: by the 5m share or by frozen seconds.
             |||
+              quota_jvm_gc_parallel_threads{%(sel)s, %(node)s} > 1
+              and
               process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio > %(factor)g
               and %(on)s
-              cgroup:quota_cpu_throttled_periods:ratio_rate5m > %(throttled)g
-            ||| % { factor: c.gcThreadsPerLimitCore, on: on, throttled: c.throttledPeriodsRatioForCause },
+              %(gate)s
+            ||| % { sel: sel, node: node, factor: c.gcThreadsPerLimitCore, on: on, gate: throttledGate },
             c.gcThreadsFor,
             'A JVM runs far more parallel GC threads than its CPU limit.',
-            q('quota_jvm_gc_parallel_threads{@PR}', 'printf "%.0f"') + ' GC threads against a '
-            + limitCores + '-core CPU limit in ' + where + ' (JVM {{ $labels.process }} sees '
-            + q('quota_jvm_cpu_count{@PR}', 'printf "%.0f"') + ' CPUs, '
-            + q('quota_jvm_gc_concurrent_threads{@PR}', 'printf "%.0f"') + ' concurrent GC threads); '
+            '{{ $value | printf "%.0f" }} GC threads against a ' + limitCores + '-core CPU limit in ' + where
+            + ' (JVM {{ $labels.process }} sees ' + q('quota_jvm_cpu_count{@PR}', 'printf "%.0f"') + ' CPUs); '
             + 'the cgroup was throttled in ' + throttledShare + ' of periods. The GC threads burn the quota in '
             + 'a few milliseconds and the whole JVM is frozen for the rest of each period, so a 0.1 s GC pause '
             + 'becomes a multi-second stall. Fix: -XX:ParallelGCThreads (and -XX:ConcGCThreads) at or below the '
@@ -144,52 +221,43 @@ local utils = import '../lib/utils.libsonnet';
           alert(
             'QuotaGoMaxProcsExceedsCPULimit',
             c.severities.goMaxProcs,
-            |||
-              process:quota_go_gomaxprocs_over_cpu_limit:ratio > %(factor)g
-              and
-              quota_go_gomaxprocs{%(sel)s} > 2
-            ||| % { factor: c.goMaxProcsPerLimitCore, sel: sel },
+            '%s and %s\n%s' % [gomaxprocsCondition, on, throttledGate],
             c.goMaxProcsFor,
             'A Go program runs with GOMAXPROCS far above its CPU limit.',
-            'GOMAXPROCS=' + q('quota_go_gomaxprocs{@PR}', 'printf "%.0f"') + ' against a ' + limitCores
-            + '-core CPU limit for Go program {{ $labels.process }} in ' + where + ' ('
-            + q('quota_process_threads{@PR}', 'printf "%.0f"') + ' OS threads). Runnable Ps burn the quota '
-            + 'together and a stop-the-world phase waits for descheduled threads: GC pauses grow from '
-            + 'microseconds to 100 ms. '
-            + ('{{ with %s }}{{ with first . }}' % printfQuery('quota_go_info{@PR}'))
-            + '{{ if eq .Labels.container_aware "true" }}The binary (version {{ .Labels.version }}) is container-aware, '
-            + 'so GOMAXPROCS is overridden (GOMAXPROCS environment variable or runtime.GOMAXPROCS): remove the '
-            + 'override or set it to the limit.{{ else }}The binary (version {{ .Labels.version }}, automaxprocs '
-            + '{{ .Labels.automaxprocs }}) is not container-aware. {{ end }}{{ end }}{{ end }}'
-            + 'Fix: build with Go >= 1.25 and a go.mod go line >= 1.25, or import go.uber.org/automaxprocs, or '
-            + 'set GOMAXPROCS to the CPU limit (rounded up).'
+            gomaxprocsDescription(', throttled in ' + throttledShare + ' of periods. Runnable Ps burn the quota '
+                                  + 'together and a stop-the-world phase waits for descheduled threads: GC pauses '
+                                  + 'grow from microseconds to 100 ms. ')
+          ),
+          // The same setting in a program that is not throttled (an idle sidecar): for the record.
+          alert(
+            'QuotaGoMaxProcsExceedsCPULimit',
+            'info',
+            '%s unless %s\n%s' % [gomaxprocsCondition, on, throttledGate],
+            c.goMaxProcsFor,
+            'A Go program runs with GOMAXPROCS far above its CPU limit.',
+            gomaxprocsDescription(', which is not throttled now: the setting costs nothing while the program '
+                                  + 'is idle and stalls it at the first burst. ')
           ),
           alert(
             'QuotaJVMSafepointInflation',
             c.severities.safepoint,
+            // Absolute: time in safepoints, time reaching them, or the mean time-to-safepoint,
+            // while throttled. No baseline, so a JVM misconfigured since deploy fires too.
             |||
               (
-                (
-                  process:quota_jvm_safepoint_seconds:rate5m > %(sp)g
-                  and
-                  process:quota_jvm_safepoint_seconds:rate5m
-                    > %(factor)g * avg_over_time(process:quota_jvm_safepoint_seconds:rate5m[%(baseline)s])
-                )
+                process:quota_jvm_safepoint_seconds:rate5m{%(node)s} > %(sp)g
                 or
-                (
-                  process:quota_jvm_safepoint_sync_seconds:rate5m > %(sync)g
-                  and
-                  process:quota_jvm_safepoint_sync_seconds:rate5m
-                    > %(factor)g * avg_over_time(process:quota_jvm_safepoint_sync_seconds:rate5m[%(baseline)s])
-                )
+                process:quota_jvm_safepoint_sync_seconds:rate5m{%(node)s} > %(sync)g
+                or
+                process:quota_jvm_safepoint_sync_seconds:mean5m{%(node)s} > %(mean)g
               )
               and %(on)s
-              cgroup:quota_cpu_throttled_periods:ratio_rate5m > %(throttled)g
+              cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m > %(throttled)g
             ||| % {
+              node: node,
               sp: c.safepointSecondsPerSecond,
               sync: c.safepointSyncSecondsPerSecond,
-              factor: c.safepointInflationFactor,
-              baseline: c.safepointBaselineWindow,
+              mean: c.safepointSyncSecondsMean,
               on: on,
               throttled: c.safepointThrottledPeriodsRatio,
             },
@@ -197,15 +265,10 @@ local utils = import '../lib/utils.libsonnet';
             'JVM stop-the-world pauses are inflated while the cgroup is throttled.',
             'JVM {{ $labels.process }} in ' + where + ' spends '
             + q('process:quota_jvm_safepoint_seconds:rate5m{@PR}', 'humanizePercentage')
-            + ' of wall time at safepoints (normally '
-            + q('avg_over_time(process:quota_jvm_safepoint_seconds:rate5m{@PR}[%s])' % c.safepointBaselineWindow,
-                'humanizePercentage')
-            + ') and ' + q('process:quota_jvm_safepoint_sync_seconds:rate5m{@PR}', 'humanizePercentage')
-            + ' reaching them (time-to-safepoint, normally '
-            + q('avg_over_time(process:quota_jvm_safepoint_sync_seconds:rate5m{@PR}[%s])' % c.safepointBaselineWindow,
-                'humanizePercentage')
-            + '), while the cgroup is throttled in ' + throttledShare + ' of periods with a ' + limitCores
-            + '-core limit: threads descheduled by CFS throttling hold up every stop-the-world pause. '
+            + ' of wall time at safepoints, and each safepoint takes '
+            + q('process:quota_jvm_safepoint_sync_seconds:mean5m{@PR}', 'humanizeDuration')
+            + ' on average to reach (time-to-safepoint), while the cgroup is throttled in ' + throttledShare
+            + ' of periods: threads descheduled by CFS throttling hold up every stop-the-world pause. '
             + 'Fix: a larger CPU limit, fewer GC/JIT threads (-XX:ParallelGCThreads, -XX:CICompilerCount), '
             + 'and check QuotaJVMGCThreadsExceedCPULimit.'
           ),
@@ -215,104 +278,123 @@ local utils = import '../lib/utils.libsonnet';
         name: 'quota-exporter-memory',
         rules: [
           alert(
-            'QuotaProcessRSSCreep',
-            c.severities.rssCreep,
-            |||
+            'QuotaMemoryCreep',
+            c.severities.memoryCreep,
+            // The whole cgroup's working set (all its processes), seconds until its trend
+            // reaches the limit; only for cgroups that existed a third of the lookback ago.
+            oneLevel(function(m) |||
               (
-                predict_linear(quota_process_resident_bytes{%(sel)s}[%(lookback)s], %(horizon)d)
-                  > %(on)s group_left
-                quota_memory_limit_bytes{%(sel)s}
-              )
-              and
-              deriv(quota_process_resident_bytes{%(sel)s}[1h]) > 0
-              and
-              time() - quota_process_start_time_seconds{%(sel)s} > %(minAge)d
+                (cgroup:quota_memory_limit_bytes:effective{%(m)s} - quota_memory_working_set_bytes{%(sel)s, %(m)s})
+                  /
+                (%(deriv)s{%(m)s} > 0)
+              ) < %(horizon)d
+              and %(on)s
+              (quota_memory_working_set_bytes{%(sel)s, %(m)s} offset %(minAge)ds)
             ||| % {
+              m: m,
               sel: sel,
-              lookback: c.rssCreepLookback,
-              horizon: utils.seconds(c.rssCreepHorizon),
+              deriv: creepDeriv,
+              horizon: utils.seconds(c.memoryCreepHorizon),
               on: on,
-              minAge: utils.seconds(c.rssCreepLookback) / 3,
-            },
-            c.rssCreepFor,
-            "A process's resident memory is creeping towards the cgroup memory limit.",
-            'RSS of {{ $labels.process }} ({{ $labels.runtime }}) in ' + where + ' is '
-            + q('quota_process_resident_bytes{@PR}', 'humanize1024') + 'B and grew '
-            + q('deriv(quota_process_resident_bytes{@PR}[%s]) * 3600' % c.rssCreepLookback, 'humanize1024')
-            + 'B per hour over the last ' + c.rssCreepLookback + '; at this rate it reaches the '
-            + q('quota_memory_limit_bytes{@CG}', 'humanize1024') + 'B memory limit in about '
-            + q('(quota_memory_limit_bytes{@CG} - %s group_right quota_process_resident_bytes{@PR}) / deriv(quota_process_resident_bytes{@PR}[%s])'
-                % [on, c.rssCreepLookback], 'humanizeDuration')
-            + ' and the OOM killer ends it. '
-            + qIf('process:quota_process_malloc_heap_resident_bytes:ratio{@PR} > %g' % c.mallocArenaResidentShare,
-                  'glibc malloc arenas hold {{ $v | humanizePercentage }} of RSS: arena growth explains it '
-                  + '(MALLOC_ARENA_MAX or jemalloc/tcmalloc, see QuotaMallocArenaBloat). ')
-            + qIf('quota_jvm_heap_committed_bytes{@PR} / quota_process_resident_bytes{@PR}',
-                  'The JVM heap commits {{ $v | humanizePercentage }} of RSS: {{ if gt $v 0.7 }}the heap explains '
-                  + 'it (check -Xmx / -XX:MaxRAMPercentage against the limit){{ else }}native memory outside the '
-                  + 'heap grows (arenas, direct buffers, threads, metaspace: compare with NMT){{ end }}. ')
-            + 'Fix: find what grows on the Memory dashboard; leave headroom or raise the limit.'
+              minAge: utils.seconds(c.memoryCreepLookback) / 3,
+            }),
+            c.memoryCreepFor,
+            "A cgroup's memory is creeping towards its limit.",
+            'The working set of ' + where + ' grew '
+            + q(creepDeriv + '{@CG} * 3600', 'humanize1024') + 'B per hour over the last ' + c.memoryCreepLookback
+            + '; at this rate it reaches its ' + q('cgroup:quota_memory_limit_bytes:effective{@CG}', 'humanize1024')
+            + 'B memory limit in about {{ $value | humanizeDuration }} and the OOM killer ends a process. '
+            + 'Largest processes: ' + topProcesses
+            + 'Fix: find what grows on the Memory dashboard (JVM heap vs. native memory, malloc arenas: see '
+            + 'QuotaMallocArenaBloat); leave headroom or raise the limit.'
           ),
           alert(
             'QuotaMallocArenaBloat',
             c.severities.arenaBloat,
+            // glibc allows 8 arenas per host CPU whatever the CPU limit: judged against the limit
+            // where there is one, against a fixed count where there is none.
             |||
               (
-                quota_process_malloc_arenas{%(sel)s}
-                  / %(on)s group_left
-                quota_cpu_limit_cores{%(sel)s}
-              ) > %(perCore)g
+                quota_process_malloc_arenas{%(sel)s, %(node)s}
+                  > %(on)s group_left()
+                (%(perCore)g * cgroup:quota_cpu_limit_cores:effective)
+                or
+                (
+                  quota_process_malloc_arenas{%(sel)s, %(node)s} > %(noLimit)g
+                  unless %(on)s
+                  cgroup:quota_cpu_limit_cores:effective
+                )
+              )
+              and
+              quota_process_malloc_arenas{%(sel)s} > 2
               and
               process:quota_process_malloc_heap_resident_bytes:ratio > %(share)g
-            ||| % { sel: sel, on: on, perCore: c.mallocArenasPerLimitCore, share: c.mallocArenaResidentShare },
+            ||| % {
+              sel: sel,
+              node: node,
+              on: on,
+              perCore: c.mallocArenasPerLimitCore,
+              noLimit: c.mallocArenasWithoutLimit,
+              share: c.mallocArenaResidentShare,
+            },
             c.arenaBloatFor,
             "glibc malloc arenas hold a large share of a process's memory.",
-            q('quota_process_malloc_arenas{@PR}', 'printf "%.0f"') + ' glibc malloc arenas (limit '
+            '{{ $value | printf "%.0f" }} glibc malloc arenas (limit '
             + q('quota_process_malloc_arena_limit{@PR}', 'printf "%.0f"') + ', by default 8 per host CPU) '
-            + 'against a ' + limitCores + '-core CPU limit in {{ $labels.process }}, ' + where + ': '
-            + q('quota_process_malloc_heaps{@PR}', 'printf "%.0f"') + ' arena heaps keep '
-            + q('quota_process_malloc_heap_resident_bytes{@PR}', 'humanize1024') + 'B resident, '
+            + qIf('cgroup:quota_cpu_limit_cores:effective{@CG}',
+                  'against a {{ $v | printf "%.2g" }}-core CPU limit',
+                  'without a CPU limit')
+            + ' in {{ $labels.process }}, ' + where + ': arena heaps keep '
             + q('process:quota_process_malloc_heap_resident_bytes:ratio{@PR}', 'humanizePercentage')
-            + ' of RSS. ptmalloc gives each contending thread its own arena and returns freed memory slowly, so '
+            + ' of RSS resident. ptmalloc gives each contending thread its own arena and returns freed memory slowly, so '
             + 'RSS creeps up while the heap stays flat. Fix: MALLOC_ARENA_MAX=2 (or the CPU limit), or preload '
             + 'jemalloc or tcmalloc (LD_PRELOAD); malloc_trim dropping RSS confirms it.'
           ),
           alert(
             'QuotaMemoryNearLimit',
             c.severities.memoryNearLimit,
-            |||
-              quota_memory_working_set_bytes{%(sel)s}
+            oneLevel(function(m) |||
+              quota_memory_working_set_bytes{%(sel)s, %(m)s}
                 /
-              quota_memory_limit_bytes{%(sel)s}
+              cgroup:quota_memory_limit_bytes:effective{%(m)s}
               > %(ratio)g
-            ||| % { sel: sel, ratio: c.memoryNearLimitRatio },
+            ||| % { sel: sel, m: m, ratio: c.memoryNearLimitRatio }),
             c.memoryNearLimitFor,
             "A cgroup's working set is close to its memory limit.",
             'The working set of ' + where + ' is {{ $value | humanizePercentage }} of its '
-            + q('quota_memory_limit_bytes{@CG}', 'humanize1024') + 'B memory limit (RSS '
-            + q('quota_memory_rss_bytes{@CG}', 'humanize1024') + 'B, page cache '
-            + q('quota_memory_cache_bytes{@CG}', 'humanize1024') + 'B). The kernel reclaims cache first; '
-            + 'what remains ends in the OOM killer. Fix: find the process that grows on the Memory dashboard '
-            + '(heap, arenas, native), cut it or raise the limit.'
+            + q('cgroup:quota_memory_limit_bytes:effective{@CG}', 'humanize1024') + 'B memory limit (RSS '
+            + q('quota_memory_rss_bytes{@CG}', 'humanize1024') + 'B; largest processes: ' + topProcesses
+            + 'the rest is page cache the kernel reclaims first). What remains ends in the OOM killer. '
+            + 'Fix: find the process that grows on the Memory dashboard (heap, arenas, native), cut it or raise the limit.'
           ),
           alert(
             'QuotaContainerOOMKilled',
             c.severities.oomKilled,
-            |||
-              increase(quota_memory_oom_kills_total{%(sel)s}[%(window)s]) > 0
-            ||| % { sel: sel, window: c.oomKilledWindow },
+            // A restarted container's old cgroup is gone before the next scrape: the exporter keeps
+            // its kill counter (issue 10), which may first be seen already above zero.
+            oneLevel(function(m) |||
+              increase(quota_memory_oom_kills_total{%(sel)s, %(m)s}[%(window)s]) > 0
+              or
+              (
+                quota_memory_oom_kills_total{%(sel)s, %(m)s} > 0
+                unless
+                quota_memory_oom_kills_total{%(sel)s, %(m)s} offset %(window)s
+              )
+            ||| % { sel: sel, m: m, window: oomWindow }),
             null,
-            'The OOM killer ended a process in a cgroup.',
+            'The OOM killer ended a process in a container.',
             '{{ $value | printf "%.0f" }} process(es) in ' + where + ' were killed by the OOM killer in the last '
-            + c.oomKilledWindow + ' (memory limit ' + q('quota_memory_limit_bytes{@CG}', 'humanize1024')
-            + 'B, working set now ' + q('quota_memory_working_set_bytes{@CG}', 'humanize1024') + 'B). '
-            + 'Fix: see whether RSS crept up (heap, malloc arenas, native memory) on the Memory dashboard; '
-            + 'raise the limit or fix the growth.'
+            + oomWindow
+            + qIf('cgroup:quota_memory_limit_bytes:effective{@CG}', ' (memory limit {{ $v | humanize1024 }}B)')
+            + '; a restarted container gets a new cgroup and container id. Fix: see whether memory crept up '
+            + '(heap, malloc arenas, native memory) on the Memory dashboard; raise the limit or fix the growth.'
           ),
         ],
       },
       {
         name: 'quota-exporter-self',
+        // QuotaExporterMissing looks back exporterSeenWindow: once a minute is enough.
+        interval: c.slowRulesInterval,
         rules: [
           alert(
             'QuotaExporterDown',
@@ -324,6 +406,29 @@ local utils = import '../lib/utils.libsonnet';
             + c.exporterDownFor + ': throttling, runtime and memory alerts for that host are blind. Check the '
             + 'pod or service, its logs and the scrape error on the Prometheus targets page.'
           ),
+          {
+            alert: 'QuotaExporterMissing',
+            expr: if c.exporterMissingUsesKubeStateMetrics then |||
+              group by (%(cl)snode) (kube_node_info{%(ksm)s})
+                unless on(%(cl)snode)
+              group by (%(cl)snode) (label_replace(up{%(sel)s}, "node", "$1", "instance", "([^:]+).*"))
+            ||| % { cl: if c.clusterLabels == [] then '' else utils.labels(c.clusterLabels) + ', ', ksm: c.kubeStateMetricsSelector, sel: sel } else |||
+              group by (%(by)s) (max_over_time(up{%(sel)s}[%(seen)s]))
+                unless
+              group by (%(by)s) (up{%(sel)s})
+            ||| % { by: utils.labels(c.clusterLabels + ['job', 'instance']), sel: sel, seen: c.exporterSeenWindow },
+            'for': c.exporterMissingFor,
+            labels: { severity: c.severities.exporterMissing },
+            annotations: {
+              summary: 'A node has no quota_exporter target.',
+              description: 'No quota_exporter target for {{ if $labels.node }}node {{ $labels.node }}{{ else }}'
+                           + '{{ $labels.instance }} (job {{ $labels.job }}), which was scraped within the last '
+                           + c.exporterSeenWindow + '{{ end }}: that node has no throttling, runtime or memory alerts. '
+                           + 'Check the DaemonSet (kubectl -n <namespace> get ds quota-exporter: desired vs. ready, '
+                           + 'node selector and tolerations) and the PodMonitor or scrape config.',
+              runbook_url: c.runbookURLPattern % 'quotaexportermissing',
+            },
+          },
           alert(
             'QuotaExporterCollectorFailed',
             c.severities.collectorFailed,

@@ -9,12 +9,19 @@ local var = g.dashboard.variable;
     local c = config;
     local clusterSel = if c.showMultiCluster then '%s=~"$cluster", ' % c.clusterLabel else '';
     {
-      // Selectors for the dashboard variables.
+      // Selectors for the dashboard variables: namespace -> pod -> container -> cgroup. A series
+      // without Kubernetes names matches "All" ('.*' also matches an absent label).
       exporterSel: clusterSel + 'job=~"$job", instance=~"$instance"',
-      cgroupSel: self.exporterSel + ', cgroup=~"$cgroup", pod_uid=~"$pod", container_id=~"$container"',
-      // Aggregation labels (the cluster label too when multi-cluster).
-      cgroupBy: std.join(', ', c.clusterLabels + ['instance', 'cgroup']),
+      cgroupSel: self.exporterSel + ', namespace=~"$namespace", pod=~"$pod", container=~"$container", cgroup=~"$cgroup"',
+      // Containers and pods only: never the kubelet's node-level slices (/kubepods.slice, QoS slices).
+      workloadSel: self.cgroupSel + ', ' + c.nodeSliceMatcher,
+      // Aggregation labels (the cluster label too when multi-cluster); the names ride along.
+      cgroupBy: std.join(', ', c.clusterLabels + ['instance', 'cgroup', 'namespace', 'pod', 'container']),
       cgroupJoin: 'on(%s)' % std.join(', ', c.cgroupJoinLabels),
+
+      local nameVar(name, label, parentSel) =
+        var.query.new(name, 'label_values(quota_memory_usage_bytes{%s}, %s)' % [parentSel, label])
+        + var.query.selectionOptions.withIncludeAll(customAllValue='.*'),
 
       variables: [
         var.datasource.new('datasource', 'prometheus'),
@@ -29,17 +36,15 @@ local var = g.dashboard.variable;
         + var.query.selectionOptions.withMulti()
         + var.query.selectionOptions.withIncludeAll(),
         var.query.new('instance', 'label_values(quota_exporter_scrape_collector_success{%sjob=~"$job"}, instance)' % clusterSel)
+        + var.query.withLabel('node')
         + var.query.selectionOptions.withMulti()
         + var.query.selectionOptions.withIncludeAll(),
-        var.query.new('cgroup', 'label_values(quota_memory_usage_bytes{%s}, cgroup)' % self.exporterSel)
-        + var.query.selectionOptions.withMulti()
-        + var.query.selectionOptions.withIncludeAll(customAllValue='.*'),
-        var.query.new('pod', 'label_values(quota_memory_usage_bytes{%s, cgroup=~"$cgroup"}, pod_uid)' % self.exporterSel)
-        + var.query.withLabel('pod UID')
-        + var.query.selectionOptions.withMulti()
-        + var.query.selectionOptions.withIncludeAll(customAllValue='.*'),
-        var.query.new('container', 'label_values(quota_memory_usage_bytes{%s, cgroup=~"$cgroup", pod_uid=~"$pod"}, container_id)' % self.exporterSel)
-        + var.query.withLabel('container ID')
+        // Single-select: one namespace, one pod, one container at a time (or All).
+        nameVar('namespace', 'namespace', self.exporterSel),
+        nameVar('pod', 'pod', self.exporterSel + ', namespace=~"$namespace"'),
+        nameVar('container', 'container', self.exporterSel + ', namespace=~"$namespace", pod=~"$pod"'),
+        // The cgroup path: what identifies series that have no Kubernetes names.
+        var.query.new('cgroup', 'label_values(quota_memory_usage_bytes{%s, namespace=~"$namespace", pod=~"$pod", container=~"$container"}, cgroup)' % self.exporterSel)
         + var.query.selectionOptions.withMulti()
         + var.query.selectionOptions.withIncludeAll(customAllValue='.*'),
       ],
@@ -59,13 +64,27 @@ local var = g.dashboard.variable;
         + g.dashboard.withPanels(g.util.grid.makeGrid(panels)),
     },
 
+  // named(expr): adds a "name" label: namespace/pod/container, namespace/pod for a pod slice,
+  // the cgroup path for series without Kubernetes names.
+  named(expr)::
+    local keyed = 'label_join(%s, "key", ";", "namespace", "pod", "container", "cgroup")' % expr;
+    local set(e, repl, re) = 'label_replace(%s, "name", "%s", "key", "%s")' % [e, repl, re];
+    set(set(set(keyed, '$1', ';;;(.*)'), '$1/$2', '([^;]+);([^;]+);;.*'), '$1/$2/$3', '([^;]+);([^;]+);([^;]+);.*'),
+
+  // Legends name the workload: a legend with {{cgroup}} gets {{name}} (see named) instead.
+  legendQuery(q)::
+    if std.length(std.findSubstr('{{cgroup}}', q[1])) > 0
+    then [self.named(q[0]), std.strReplace(q[1], '{{cgroup}}', '{{name}}')]
+    else q,
+
   // Range query targets with refIds A, B, ... in order: [[expr, legend], ...].
   targets(queries)::
+    local qs = [self.legendQuery(q) for q in queries];
     [
-      prometheus.new('${datasource}', queries[i][0])
-      + prometheus.withLegendFormat(queries[i][1])
+      prometheus.new('${datasource}', qs[i][0])
+      + prometheus.withLegendFormat(qs[i][1])
       + prometheus.withRefId(std.char(65 + i))
-      for i in std.range(0, std.length(queries) - 1)
+      for i in std.range(0, std.length(qs) - 1)
     ],
 
   // Instant table targets: [[expr], ...].

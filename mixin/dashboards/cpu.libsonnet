@@ -25,7 +25,7 @@ local common = import 'common.libsonnet';
           + 'limit on average means the cgroup is throttled in bursts.',
           [
             ['sum by (%s) (rate(quota_cpu_usage_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} used'],
-            ['max by (%s) (quota_cpu_limit_cores{%s})' % [by, s], '{{cgroup}} limit'],
+            ['max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s})' % [by, s], '{{cgroup}} limit'],
           ],
         ) + common.limitsDashed,
         common.timeSeries(
@@ -47,27 +47,40 @@ local common = import 'common.libsonnet';
           [['sum by (%s, process) (rate(quota_jvm_jit_compilation_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}}']],
         ),
         common.timeSeries(
-          'Stalled seconds',
-          's',
-          "Seconds, per interval, in which more than half of the CFS periods were throttled, from the exporter's "
-          + 'per-second sampler: short freezes that a 5-minute average spreads thin.',
-          [[
-            'sum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_count{%(s)s}[$__rate_interval]))\n-\nsum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, le="0.5"}[$__rate_interval]))'
-            % { by: by, s: s },
-            '{{cgroup}}',
-          ]],
+          'Frozen and half-throttled windows',
+          'short',
+          'Sampler windows (1 s by default), per interval, in which more than 90% (frozen, what QuotaCPUStalls '
+          + 'counts) or more than 50% of the CFS periods were throttled: short freezes that a 5-minute average '
+          + 'spreads thin.',
+          [
+            [
+              'sum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_count{%(s)s}[$__rate_interval]))\n-\nsum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, le="0.9"}[$__rate_interval]))'
+              % { by: by, s: s },
+              '{{cgroup}} frozen',
+            ],
+            [
+              'sum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_count{%(s)s}[$__rate_interval]))\n-\nsum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, le="0.5"}[$__rate_interval]))'
+              % { by: by, s: s },
+              '{{cgroup}} half',
+            ],
+          ],
         ),
         g.panel.heatmap.new('Per-second throttled share')
         + g.panel.heatmap.standardOptions.withUnit('s')
         + g.panel.heatmap.options.yAxis.withUnit('percentunit')
         + g.panel.heatmap.options.cellValues.withUnit('s')
         + g.panel.heatmap.panelOptions.withDescription(
-          'Distribution of the per-second share of throttled periods (quota_cpu_throttled_window_ratio) over the '
-          + 'selected cgroups: each cell counts seconds. Mass in the top rows means seconds in which the cgroup was '
-          + 'frozen for most of every period.'
+          'Distribution of the per-second share of throttled periods (quota_cpu_throttled_window_ratio) of the '
+          + 'selected container (select one; with All, of every container and non-Kubernetes cgroup, never summed '
+          + 'with its pod slice): each cell counts windows. Mass in the top row means seconds in which the cgroup '
+          + 'was frozen for most of every period.'
         )
         + g.panel.heatmap.queryOptions.withTargets([
-          g.query.prometheus.new('${datasource}', 'sum by (le) (increase(quota_cpu_throttled_window_ratio_bucket{%s}[$__rate_interval]))' % s)
+          g.query.prometheus.new(
+            '${datasource}',
+            'sum by (le) (\n  increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, container_id!=""}[$__rate_interval])\n  or\n  increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, pod_uid="", %(node)s}[$__rate_interval])\n)'
+            % { s: s, node: c.nodeSliceMatcher }
+          )
           + g.query.prometheus.withLegendFormat('{{le}}')
           + g.query.prometheus.withFormat('heatmap'),
         ]),

@@ -9,7 +9,7 @@ local common = import 'common.libsonnet';
     local d = common.new(c);
     local s = d.cgroupSel;
     local by = d.cgroupBy;
-    local horizon = utils.seconds(c.rssCreepHorizon);
+    local horizon = utils.seconds(c.memoryCreepHorizon);
 
     d.dashboard(
       'quota-memory.json',
@@ -21,14 +21,15 @@ local common = import 'common.libsonnet';
         common.timeSeries(
           'Working set and RSS against the limit',
           'bytes',
-          'Working set (usage minus inactive file cache, what the OOM killer and the kubelet look at), RSS, the '
-          + 'memory limit (dashed) and the working set projected ' + c.rssCreepHorizon + ' ahead by predict_linear '
-          + 'over ' + c.rssCreepLookback + '.',
+          'Working set (usage minus inactive file cache, what the OOM killer and the kubelet look at), RSS, page cache, the '
+          + 'memory limit (dashed) and the working set projected ' + c.memoryCreepHorizon + ' ahead by predict_linear '
+          + 'over ' + c.memoryCreepLookback + '.',
           [
             ['max by (%s) (quota_memory_working_set_bytes{%s})' % [by, s], '{{cgroup}} working set'],
             ['max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], '{{cgroup}} RSS'],
-            ['max by (%s) (predict_linear(quota_memory_working_set_bytes{%s}[%s], %d))' % [by, s, c.rssCreepLookback, horizon], '{{cgroup}} projected in ' + c.rssCreepHorizon],
-            ['max by (%s) (quota_memory_limit_bytes{%s})' % [by, s], '{{cgroup}} limit'],
+            ['max by (%s) (quota_memory_cache_bytes{%s})' % [by, s], '{{cgroup}} page cache'],
+            ['max by (%s) (predict_linear(quota_memory_working_set_bytes{%s}[%s], %d))' % [by, s, c.memoryCreepLookback, horizon], '{{cgroup}} projected in ' + c.memoryCreepHorizon],
+            ['max by (%s) (cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s], '{{cgroup}} limit'],
           ],
         ) + common.limitsDashed,
         common.timeSeries(
@@ -38,13 +39,14 @@ local common = import 'common.libsonnet';
           [['sum by (%s) (increase(quota_memory_oom_kills_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}}']],
         ) + g.panel.timeSeries.fieldConfig.defaults.custom.withDrawStyle('bars'),
         common.timeSeries(
-          'RSS / memory limit',
+          'Working set / memory limit',
           'percentunit',
-          'Resident memory against the memory limit; cgroups without a limit are absent.',
-          [['max by (%s) (quota_memory_rss_bytes{%s} / quota_memory_limit_bytes{%s})' % [by, s, s], '{{cgroup}}']],
+          "Working set against the memory limit that binds (its own or its pod's; what QuotaMemoryNearLimit "
+          + 'compares); cgroups without a limit are absent.',
+          [['max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s, s], '{{cgroup}}']],
         ),
         common.timeSeries(
-          'Memory pressure (PSI) and page cache',
+          'Memory pressure (PSI)',
           'percentunit',
           'Share of wall time in which some or all tasks of the cgroup waited for memory (reclaim, swap-in).',
           [
@@ -57,12 +59,12 @@ local common = import 'common.libsonnet';
         common.timeSeries(
           'Process RSS and its projection',
           'bytes',
-          'Resident memory per process, its predict_linear projection ' + c.rssCreepHorizon + ' ahead (from '
-          + c.rssCreepLookback + ' of history) and the cgroup memory limit (dashed). A steady climb that crosses the '
-          + 'limit is what QuotaProcessRSSCreep alerts on.',
+          'Resident memory per process, its predict_linear projection ' + c.memoryCreepHorizon + ' ahead (from '
+          + c.memoryCreepLookback + ' of history) and the cgroup memory limit (dashed). A steady climb that crosses the '
+          + 'limit, summed over the cgroup, is what QuotaMemoryCreep alerts on.',
           [
             ['quota_process_resident_bytes{%s}' % s, '{{cgroup}} {{process}} RSS'],
-            ['predict_linear(quota_process_resident_bytes{%s}[%s], %d)' % [s, c.rssCreepLookback, horizon], '{{cgroup}} {{process}} projected in ' + c.rssCreepHorizon],
+            ['predict_linear(quota_process_resident_bytes{%s}[%s], %d)' % [s, c.memoryCreepLookback, horizon], '{{cgroup}} {{process}} projected in ' + c.memoryCreepHorizon],
             ['max by (%s) (quota_memory_limit_bytes{%s} and %s quota_process_resident_bytes{%s})' % [by, s, d.cgroupJoin, s], '{{cgroup}} limit'],
           ],
         ) + common.limitsDashed,
@@ -91,12 +93,13 @@ local common = import 'common.libsonnet';
           ],
         ) + common.limitsDashed,
         common.timeSeries(
-          'Arena heaps resident',
-          'bytes',
-          'Resident memory in glibc arena heaps (non-main arenas) per process, and its share of RSS on the right '
-          + 'of the legend (process:quota_process_malloc_heap_resident_bytes:ratio).',
+          'Arena heaps resident share of RSS',
+          'percentunit',
+          "Share of each process's RSS resident in glibc arena heaps (non-main arenas), as "
+          + 'process:quota_process_malloc_heap_resident_bytes:ratio; QuotaMallocArenaBloat fires above '
+          + std.toString(c.mallocArenaResidentShare * 100) + '%. The bytes are in the Allocators table.',
           [
-            ['quota_process_malloc_heap_resident_bytes{%s}' % s, '{{cgroup}} {{process}}'],
+            ['process:quota_process_malloc_heap_resident_bytes:ratio{%s}' % s, '{{cgroup}} {{process}}'],
           ],
         ),
         common.table(
@@ -106,6 +109,7 @@ local common = import 'common.libsonnet';
           [
             [null, 'max by (%s, process, allocator) (quota_process_allocator_info{%s})' % [by, s], 'short'],
             ['RSS', 'max by (%s, process) (quota_process_resident_bytes{%s})' % [by, s], 'bytes'],
+            ['Arena heaps resident', 'max by (%s, process) (quota_process_malloc_heap_resident_bytes{%s})' % [by, s], 'bytes'],
             ['Arena heaps / RSS', 'max by (%s, process) (process:quota_process_malloc_heap_resident_bytes:ratio{%s})' % [by, s], 'percentunit'],
           ],
           'RSS',

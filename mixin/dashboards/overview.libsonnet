@@ -1,12 +1,12 @@
-// Overview: one row per watched cgroup, worst offender on top.
+// Overview: one row per container or pod, worst offender (most frozen seconds) on top.
 local g = import '../lib/g.libsonnet';
 local common = import 'common.libsonnet';
 
 {
   new(c)::
     local d = common.new(c);
-    local s = d.cgroupSel;
-    local by = std.join(', ', c.cgroupLabels);
+    local s = d.workloadSel;
+    local by = std.join(', ', c.cgroupLabels + ['namespace', 'pod', 'container']);
     local stat(title, unit, description, expr) =
       g.panel.stat.new(title)
       + g.panel.stat.standardOptions.withUnit(unit)
@@ -17,7 +17,7 @@ local common = import 'common.libsonnet';
     d.dashboard(
       'quota-overview.json',
       'Overview',
-      'Every watched cgroup with its CPU limit, throttling, stalls, runtime parallelism and memory against the limit.',
+      'Every container and pod with its CPU limit, throttling, freezes, runtime parallelism and memory against the limit, worst first.',
       [
         stat('Exporters up',
              'short',
@@ -31,43 +31,44 @@ local common = import 'common.libsonnet';
              'short',
              'Alerts of this mixin firing now for the selected exporters.',
              'count(ALERTS{alertstate="firing", alertname=~"Quota.*", %s}) or vector(0)' % d.exporterSel),
-        stat('Stalled seconds (1h)',
-             's',
-             'Seconds in the last hour in which more than half of the CFS periods were throttled, summed over the selected cgroups.',
-             'sum(cgroup:quota_cpu_stalled_seconds:increase1h{%s}) or vector(0)' % s),
+        stat('Frozen windows (10m)',
+             'short',
+             'Sampler windows (1 s by default) in the last 10 minutes in which more than 90% of the CFS periods were throttled, summed over the selected containers and pods.',
+             'sum(cgroup:quota_cpu_frozen_windows:increase10m{%s}) or vector(0)' % s),
         common.table(
-          'Cgroups',
-          'One row per cgroup. Stalled s (1h): seconds in the last hour with more than half the CFS periods throttled '
-          + '(from the per-second sampler). Throttled: share of periods throttled over 5 minutes. Threads / limit: JVM '
+          'Containers and pods',
+          'One row per container, pod slice or other cgroup (never the node-level kubepods slices). Frozen (10m): '
+          + 'sampler windows (1 s by default) in the last 10 minutes with more than 90% of the CFS periods throttled. Throttled: share of periods throttled over 5 minutes. Threads / limit: JVM '
           + 'parallel GC threads or Go GOMAXPROCS per core of CPU limit (above 1 the runtime bursts past the quota). '
           + 'RSS / limit: resident memory against the memory limit. Arenas: glibc malloc arenas of its processes. '
-          + 'Sorted by stalled seconds; click a header to sort by another column.',
+          + 'Sorted worst first by frozen windows; click a header to sort by another column.',
           [
-            ['CPU limit (cores)', 'max by (%s) (quota_cpu_limit_cores{%s})' % [by, s], 'short'],
+            ['CPU limit (cores)', 'max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s})' % [by, s], 'short'],
             ['CPU used (cores)', 'max by (%s) (cgroup:quota_cpu_usage_seconds:rate5m{%s})' % [by, s], 'short'],
             ['Throttled', 'max by (%s) (cgroup:quota_cpu_throttled_periods:ratio_rate5m{%s})' % [by, s], 'percentunit'],
-            ['Stalled s (1h)', 'max by (%s) (cgroup:quota_cpu_stalled_seconds:increase1h{%s})' % [by, s], 's'],
+            ['Frozen (10m)', 'max by (%s) (cgroup:quota_cpu_frozen_windows:increase10m{%s})' % [by, s], 'short'],
             [null, 'max by (%s, runtime) (quota_process_start_time_seconds{%s, runtime=~"jvm|go"})' % [by, s], 'short'],
             ['Threads / limit', 'max by (%s) (process:quota_runtime_parallelism_over_cpu_limit:ratio{%s})' % [by, s], 'short'],
             ['RSS', 'max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], 'bytes'],
-            ['RSS / limit', 'max by (%s) (quota_memory_rss_bytes{%s} / quota_memory_limit_bytes{%s})' % [by, s, s], 'percentunit'],
+            ['Working set / limit', 'max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s, s], 'percentunit'],
             ['Arenas', 'sum by (%s) (quota_process_malloc_arenas{%s})' % [by, s], 'short'],
             ['Firing alerts', 'count by (%s) (ALERTS{alertstate="firing", alertname=~"Quota.*", %s})' % [by, s], 'short'],
           ],
-          'Stalled s (1h)',
+          'Frozen (10m)',
           height=16,
         ),
         common.timeSeries(
-          'Top 10 stalled cgroups',
-          's',
-          'Seconds per 5 minutes in which more than half of the CFS periods were throttled, for the ten worst cgroups.',
-          [['topk(10, cgroup:quota_cpu_stalled_seconds:increase5m{%s})' % s, '{{instance}} {{cgroup}}']],
+          'Top 10 frozen containers and pods',
+          'short',
+          'Frozen windows per 10 minutes (more than 90% of the CFS periods throttled; what QuotaCPUStalls counts), '
+          + 'for the ten worst containers and pods.',
+          [['topk(10, cgroup:quota_cpu_frozen_windows:increase10m{%s})' % s, '{{instance}} {{cgroup}}']],
         ),
         common.timeSeries(
-          'Top 10 cgroups by RSS / memory limit',
+          'Top 10 containers and pods by working set / memory limit',
           'percentunit',
-          'Resident memory of the cgroup against its memory limit; cgroups without a limit are absent.',
-          [['topk(10, quota_memory_rss_bytes{%s} / quota_memory_limit_bytes{%s})' % [s, s], '{{instance}} {{cgroup}}']],
+          "Working set against the memory limit that binds (its own or its pod's); cgroups without a limit are absent.",
+          [['topk(10, quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [s, s], '{{instance}} {{cgroup}}']],
         ),
       ],
     ),

@@ -8,7 +8,9 @@ local common = import 'common.libsonnet';
     local by = d.cgroupBy;
     // The CPU limit of cgroups that run a JVM / a Go program.
     local limitOf(metric) =
-      'max by (%s) (quota_cpu_limit_cores{%s} and %s %s{%s})' % [by, s, d.cgroupJoin, metric, s];
+      'max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s} and %s %s{%s})' % [by, s, d.cgroupJoin, metric, s];
+    // The application's own metrics carry its pod's namespace and pod (from its own scrape).
+    local appSel(sel) = sel + ', namespace=~"$namespace", pod=~"$pod"';
 
     d.dashboard(
       'quota-runtime-pauses.json',
@@ -121,13 +123,27 @@ local common = import 'common.libsonnet';
             'Application GC pauses (go_gc_pauses_seconds)',
             's',
             "p99 and p50 of stop-the-world GC pauses reported by the applications' own client_golang metrics "
-            + '(scraped from the applications, selector ' + c.goGCPausesSelector + '). Pauses of tens of ms under '
-            + 'a quota, with GOMAXPROCS above the limit, are scheduling delay, not GC work.',
+            + '(scraped from the applications, selector ' + c.goGCPausesSelector + ', filtered by the namespace and '
+            + 'pod variables). Pauses of tens of ms under a quota, with GOMAXPROCS above the limit, are scheduling '
+            + 'delay, not GC work.',
             [
-              ['histogram_quantile(0.99, sum by (job, instance, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % c.goGCPausesSelector, '{{job}} {{instance}} p99'],
-              ['histogram_quantile(0.5, sum by (job, instance, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % c.goGCPausesSelector, '{{job}} {{instance}} p50'],
+              ['histogram_quantile(0.99, sum by (namespace, pod, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % appSel(c.goGCPausesSelector), '{{namespace}}/{{pod}} p99'],
+              ['histogram_quantile(0.5, sum by (namespace, pod, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % appSel(c.goGCPausesSelector), '{{namespace}}/{{pod}} p50'],
             ],
-            width=24,
+          ),
+        ] else []
+      ) + (
+        if c.goRuntimeSelector != '' then [
+          common.timeSeries(
+            'Application GOMAXPROCS and stop-the-world GC time',
+            'short',
+            "The applications' own view (client_golang runtime metrics, selector " + c.goRuntimeSelector
+            + '): go_sched_gomaxprocs_threads, and the p99 of go_sched_pauses_total_gc_seconds (total stop-the-world '
+            + 'time of a GC, in ms) to set against the GOMAXPROCS the exporter reads.',
+            [
+              ['max by (namespace, pod) (go_sched_gomaxprocs_threads{%s})' % appSel(c.goRuntimeSelector), '{{namespace}}/{{pod}} GOMAXPROCS'],
+              ['1000 * histogram_quantile(0.99, sum by (namespace, pod, le) (rate(go_sched_pauses_total_gc_seconds_bucket{%s}[$__rate_interval])))' % appSel(c.goRuntimeSelector), '{{namespace}}/{{pod}} GC stop-the-world p99 (ms)'],
+            ],
           ),
         ] else []
       ),

@@ -6,7 +6,48 @@ local utils = import '../lib/utils.libsonnet';
   prometheusRules+:: {
     local c = $._config,
     local sel = c.quotaExporterSelector,
-    local on = 'on(%s)' % utils.labels(c.cgroupJoinLabels),
+    local join = utils.labels(c.cgroupJoinLabels),
+    local on = 'on(%s)' % join,
+
+    // The value of rule for the cgroup whose limit binds each cgroup (limit_cgroup of the
+    // effective-limit series, issue 10), keyed by the cgroup itself; where no effective-limit
+    // series exists (v1, older exporters) the cgroup's own value. On v2 before Linux 6.6 a
+    // container without a limit of its own is throttled through its pod's cpu.stat only.
+    local binding(rule) = |||
+      max without (child_cgroup, limit_cgroup) (
+        label_replace(
+          label_replace(
+            label_replace(quota_cpu_effective_limit_cores{%(sel)s}, "child_cgroup", "$1", "cgroup", "(.*)"),
+            "cgroup", "$1", "limit_cgroup", "(.*)"
+          ) * 0
+          + %(on)s group_left
+          %(rule)s,
+          "cgroup", "$1", "child_cgroup", "(.*)"
+        )
+      )
+      or
+      %(rule)s
+    ||| % { sel: sel, on: on, rule: rule },
+
+    // The limit that binds a cgroup: the effective limit where exported, else its own.
+    local effective(own, eff) = |||
+      max without (limit_cgroup) (%(eff)s{%(sel)s})
+        or
+      %(own)s{%(sel)s}
+    ||| % { own: own, eff: eff, sel: sel },
+
+    // Frozen windows: sampler windows (--throttle.window, 1 s by default) in which more than 90%
+    // of the CFS periods were throttled. Only the le="0.5" and le="0.9" buckets are relied on.
+    local frozen(range) = |||
+      increase(quota_cpu_throttled_window_ratio_count{%(sel)s}[%(range)s])
+        - ignoring(le)
+      increase(quota_cpu_throttled_window_ratio_bucket{%(sel)s, le="0.9"}[%(range)s])
+    ||| % { sel: sel, range: range },
+
+    local clusterBy = utils.labels(c.clusterLabels + ['job', 'instance', 'cgroup']),
+    local ksm = c.kubeStateMetricsSelector,
+    local ksmBy = utils.labels(c.clusterLabels),
+    local ksmPrefix = if c.clusterLabels == [] then '' else ksmBy + ', ',
 
     groups+: [
       {
@@ -23,22 +64,27 @@ local utils = import '../lib/utils.libsonnet';
             ||| % { sel: sel },
           },
           {
-            // Seconds, per 5 minutes, in which more than half the periods were throttled,
-            // from the exporter's per-second sampler (short freezes a 5m average hides).
-            record: 'cgroup:quota_cpu_stalled_seconds:increase5m',
-            expr: |||
-              increase(quota_cpu_throttled_window_ratio_count{%(sel)s}[5m])
-                - ignoring(le)
-              increase(quota_cpu_throttled_window_ratio_bucket{%(sel)s, le="0.5"}[5m])
-            ||| % { sel: sel },
+            // Freezes at their real rate: a 5-minute average spreads one 3 s freeze a minute
+            // to 5% of periods, these count the 3 frozen windows.
+            record: 'cgroup:quota_cpu_frozen_windows:increase10m',
+            expr: frozen('10m'),
           },
           {
-            record: 'cgroup:quota_cpu_stalled_seconds:increase1h',
-            expr: |||
-              increase(quota_cpu_throttled_window_ratio_count{%(sel)s}[1h])
-                - ignoring(le)
-              increase(quota_cpu_throttled_window_ratio_bucket{%(sel)s, le="0.5"}[1h])
-            ||| % { sel: sel },
+            record: 'cgroup:quota_cpu_limit_cores:effective',
+            expr: effective('quota_cpu_limit_cores', 'quota_cpu_effective_limit_cores'),
+          },
+          {
+            record: 'cgroup:quota_memory_limit_bytes:effective',
+            expr: effective('quota_memory_limit_bytes', 'quota_memory_effective_limit_bytes'),
+          },
+          {
+            // Throttling of the cgroup whose limit binds (the same cgroup unless an ancestor's binds).
+            record: 'cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m',
+            expr: binding('cgroup:quota_cpu_throttled_periods:ratio_rate5m'),
+          },
+          {
+            record: 'cgroup:quota_cpu_binding_frozen_windows:increase10m',
+            expr: binding('cgroup:quota_cpu_frozen_windows:increase10m'),
           },
           {
             record: 'cgroup_mode:quota_cpu_usage_seconds:rate5m',
@@ -56,6 +102,20 @@ local utils = import '../lib/utils.libsonnet';
             expr: 'sum without (mode) (rate(quota_cpu_usage_seconds_total{%(sel)s}[2m]))' % { sel: sel },
           },
           {
+            record: 'process:quota_process_cpu_seconds:rate2m',
+            expr: 'sum without (mode) (rate(quota_process_cpu_seconds_total{%(sel)s}[2m]))' % { sel: sel },
+          },
+          {
+            // The start time of the process that uses most of its cgroup's CPU (with its
+            // process label): warm-up is judged on it, not on any young helper or probe.
+            record: 'cgroup:quota_process_start_time_seconds:top_cpu',
+            expr: |||
+              quota_process_start_time_seconds{%(sel)s}
+                and on(%(join)s, process)
+              topk by (%(join)s) (1, process:quota_process_cpu_seconds:rate2m)
+            ||| % { sel: sel, join: join },
+          },
+          {
             // Threads the runtime will run in parallel: JVM parallel GC threads, Go GOMAXPROCS.
             record: 'process:quota_runtime_parallelism:threads',
             expr: |||
@@ -69,15 +129,15 @@ local utils = import '../lib/utils.libsonnet';
             expr: |||
               process:quota_runtime_parallelism:threads
                 / %(on)s group_left
-              quota_cpu_limit_cores{%(sel)s}
-            ||| % { sel: sel, on: on },
+              cgroup:quota_cpu_limit_cores:effective
+            ||| % { on: on },
           },
           {
             record: 'process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio',
             expr: |||
               quota_jvm_gc_parallel_threads{%(sel)s}
                 / %(on)s group_left
-              quota_cpu_limit_cores{%(sel)s}
+              cgroup:quota_cpu_limit_cores:effective
             ||| % { sel: sel, on: on },
           },
           {
@@ -85,7 +145,7 @@ local utils = import '../lib/utils.libsonnet';
             expr: |||
               quota_go_gomaxprocs{%(sel)s}
                 / %(on)s group_left
-              quota_cpu_limit_cores{%(sel)s}
+              cgroup:quota_cpu_limit_cores:effective
             ||| % { sel: sel, on: on },
           },
           {
@@ -96,6 +156,15 @@ local utils = import '../lib/utils.libsonnet';
             // Time-to-safepoint: threads running to the safepoint while the world waits.
             record: 'process:quota_jvm_safepoint_sync_seconds:rate5m',
             expr: 'rate(quota_jvm_safepoint_sync_seconds_total{%(sel)s}[5m])' % { sel: sel },
+          },
+          {
+            // Mean time-to-safepoint per safepoint, in seconds (absolute, needs no baseline).
+            record: 'process:quota_jvm_safepoint_sync_seconds:mean5m',
+            expr: |||
+              rate(quota_jvm_safepoint_sync_seconds_total{%(sel)s}[5m])
+                /
+              (rate(quota_jvm_safepoints_total{%(sel)s}[5m]) > 0)
+            ||| % { sel: sel },
           },
           {
             record: 'process:quota_jvm_jit_compilation_seconds:rate5m',
@@ -109,6 +178,38 @@ local utils = import '../lib/utils.libsonnet';
                 /
               (quota_process_resident_bytes{%(sel)s} > 0)
             ||| % { sel: sel },
+          },
+        ] + (
+          if c.kubeNamesSource == 'kube-state-metrics' then [{
+            // Kubernetes names per cgroup from kube-state-metrics: containers by container id,
+            // pod slices by pod UID. Alerts join it on the cgroup (see _config.kubeNamesSource).
+            record: 'cgroup:quota_kube_names:info',
+            expr: |||
+              (
+                group by (%(by)s, container_id) (quota_cpu_usage_seconds_total{%(sel)s, container_id!=""})
+                  * on(%(ksmPrefix)scontainer_id) group_left(namespace, pod, container)
+                max by (%(ksmPrefix)scontainer_id, namespace, pod, container) (kube_pod_container_info{%(ksm)s, container_id!=""})
+              )
+              or
+              (
+                group by (%(by)s, pod_uid) (quota_cpu_usage_seconds_total{%(sel)s, pod_uid!="", container_id=""})
+                  * on(%(ksmPrefix)spod_uid) group_left(namespace, pod)
+                max by (%(ksmPrefix)spod_uid, namespace, pod) (label_replace(kube_pod_info{%(ksm)s}, "pod_uid", "$1", "uid", "(.*)"))
+              )
+            ||| % { by: clusterBy, sel: sel, ksm: ksm, ksmPrefix: ksmPrefix },
+          }] else []
+        ),
+      },
+      {
+        // Long ranges, evaluated once a minute whatever the global evaluation_interval is.
+        name: 'quota-exporter-slow.rules',
+        interval: c.slowRulesInterval,
+        rules: [
+          {
+            // The working set's trend (per second) over the creep lookback: the whole cgroup,
+            // so two JVMs that together reach the limit count.
+            record: 'cgroup:quota_memory_working_set_bytes:deriv' + c.memoryCreepLookback,
+            expr: 'deriv(quota_memory_working_set_bytes{%(sel)s}[%(lb)s])' % { sel: sel, lb: c.memoryCreepLookback },
           },
         ],
       },

@@ -99,12 +99,12 @@ func expectations() []expectation {
 			},
 		},
 		{
-			scenario: "rss-creep", names: []string{"QuotaMallocArenaBloat", "QuotaProcessRSSCreep"}, process: "rss_creep",
+			scenario: "rss-creep", names: []string{"QuotaMallocArenaBloat", "QuotaMemoryCreep"}, process: "rss_creep",
 			quotaCores: 1,
 			desc: func(limit string) []*regexp.Regexp {
 				return []*regexp.Regexp{regexp.MustCompile(
 					`^\d+ glibc malloc arenas \(limit \d+, by default 8 per host CPU\) against a ` + regexp.QuoteMeta(limit) +
-						`-core CPU limit|RSS of rss_creep`)}
+						`-core CPU limit|^The working set of cgroup `)}
 			},
 		},
 		{
@@ -314,6 +314,7 @@ var mayBeEmpty = map[string]string{
 	"quota_memory_pressure_waiting_seconds_total": "PSI (memory.pressure) exists on cgroup v2 only; the workloads run in v1 cgroups",
 	"quota_memory_pressure_stalled_seconds_total": "PSI (memory.pressure) exists on cgroup v2 only; the workloads run in v1 cgroups",
 	"go_gc_pauses_seconds_bucket":                 "the application's own Go runtime histogram (goGCPausesSelector): the stack scrapes only quota_exporter",
+	"go_sched_gomaxprocs_threads":                 "the application's own Go runtime metrics (goRuntimeSelector): the stack scrapes only quota_exporter",
 }
 
 // substitute replaces Grafana's interval macros and the dashboards' template variables with
@@ -327,6 +328,7 @@ func substitute(expr string, st *stack.Stack) string {
 		"job":             "quota-exporter",
 		"instance":        st.Instance, // "." in a regexp also matches itself
 		"cgroup":          "/" + st.Cgroup + "(/.*)?",
+		"namespace":       ".*", // the workloads run without Kubernetes names: "All"
 		"pod":             ".*",
 		"container":       ".*",
 	}

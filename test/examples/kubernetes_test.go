@@ -11,6 +11,9 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/relabel"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -186,6 +189,59 @@ func TestKubernetesManifests(t *testing.T) {
 		*pm.Spec.PodMetricsEndpoints[0].Port != "metrics" {
 		t.Errorf("PodMonitor must scrape the port named metrics")
 	}
+	checkTargetLabels(t, pm.Spec.PodMetricsEndpoints[0].RelabelConfigs)
+}
+
+// checkTargetLabels applies the PodMonitor's relabelings, with Prometheus's own relabel code,
+// to the target labels the operator generates for an exporter pod: instance must be the node
+// name and none of the exporter pod's namespace/pod/container may reach the workload's series.
+func checkTargetLabels(t *testing.T, rcs []monitoringv1.RelabelConfig) {
+	t.Helper()
+	var cfgs []*relabel.Config
+	for _, rc := range rcs {
+		c := relabel.DefaultRelabelConfig
+		c.NameValidationScheme = model.UTF8Validation
+		for _, l := range rc.SourceLabels {
+			c.SourceLabels = append(c.SourceLabels, model.LabelName(l))
+		}
+		if rc.Separator != nil {
+			c.Separator = *rc.Separator
+		}
+		c.TargetLabel = rc.TargetLabel
+		if rc.Regex != "" {
+			c.Regex = relabel.MustNewRegexp(rc.Regex)
+		}
+		if rc.Replacement != nil {
+			c.Replacement = *rc.Replacement
+		}
+		if rc.Action != "" {
+			c.Action = relabel.Action(strings.ToLower(rc.Action))
+		}
+		cfgs = append(cfgs, &c)
+	}
+	// What the operator's generated relabelings leave before the user's (podmonitor job label).
+	target := labels.FromStrings(
+		"__meta_kubernetes_pod_node_name", "node-7",
+		"instance", "10.1.2.3:10137", "job", "quota-exporter",
+		"namespace", "monitoring", "pod", "quota-exporter-x7k2p", "container", "quota-exporter", "endpoint", "metrics",
+	)
+	lb := labels.NewBuilder(target)
+	keep := relabel.ProcessBuilder(lb, cfgs...)
+	got := lb.Labels()
+	if !keep {
+		t.Fatal("the PodMonitor's relabelings drop the exporter target")
+	}
+	if v := got.Get("instance"); v != "node-7" {
+		t.Errorf("instance = %q, want the node name", v)
+	}
+	for _, l := range []string{"namespace", "pod", "container", "endpoint"} {
+		if got.Has(l) {
+			t.Errorf("target label %s=%q survives: it would overwrite (or, with honor_labels false, rename to exported_%s) the workload's own label", l, got.Get(l), l)
+		}
+	}
+	if v := got.Get("job"); v != "quota-exporter" {
+		t.Errorf("job = %q, want quota-exporter", v)
+	}
 }
 
 func TestDaemonSetSecurity(t *testing.T) {
@@ -240,7 +296,7 @@ func TestDaemonSetSecurity(t *testing.T) {
 			t.Errorf("capabilities add %v, want exactly SYS_PTRACE and DAC_READ_SEARCH", sc.Capabilities.Add)
 		}
 	}
-	for _, flag := range []string{"--web.listen-address=:10137", "--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root"} {
+	for _, flag := range []string{"--web.listen-address=:10137", "--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root", "--path.podlogs=/host/var/log"} {
 		if !slices.Contains(c.Args, flag) {
 			t.Errorf("args lack %s", flag)
 		}
@@ -267,8 +323,9 @@ func TestDaemonSetSecurity(t *testing.T) {
 			t.Errorf("%s probe must be an HTTP GET of / or /metrics on the metrics port", name)
 		}
 	}
-	// Host mounts: /proc, /sys and / under /host, all read-only; nothing else from the host.
-	want := map[string]string{"/proc": "/host/proc", "/sys": "/host/sys", "/": "/host/root"}
+	// Host mounts: /proc, /sys, / and /var/log (Kubernetes names) under /host, all read-only;
+	// nothing else from the host.
+	want := map[string]string{"/proc": "/host/proc", "/sys": "/host/sys", "/": "/host/root", "/var/log": "/host/var/log"}
 	vols := map[string]string{}
 	for _, v := range pod.Volumes {
 		if v.HostPath == nil {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
@@ -33,8 +34,25 @@ var promql = parser.NewParser(parser.Options{})
 var counterFuncs = map[string]bool{"rate": true, "irate": true, "increase": true, "resets": true}
 
 // externalMetrics are used by the mixin but not exported by quota_exporter: Prometheus's own
-// series and the application's Go runtime histogram (goGCPausesSelector in config.libsonnet).
-var externalMetrics = map[string]bool{"up": true, "ALERTS": true, "go_gc_pauses_seconds_bucket": true}
+// series, the application's Go runtime metrics (goGCPausesSelector, goRuntimeSelector in
+// config.libsonnet) and kube-state-metrics (kubeNamesSource, exporterMissingUsesKubeStateMetrics).
+var externalMetrics = map[string]bool{
+	"up": true, "ALERTS": true, "go_gc_pauses_seconds_bucket": true,
+	"go_sched_gomaxprocs_threads": true, "go_sched_pauses_total_gc_seconds_bucket": true,
+	"kube_pod_info": true, "kube_pod_container_info": true, "kube_node_info": true,
+}
+
+// counterAsEvent are counters whose raw value may be read: an OOM-kill counter first seen above
+// zero (the killed container's cgroup lived between two scrapes) is itself the event that
+// increase() cannot see.
+var counterAsEvent = map[string]bool{"quota_memory_oom_kills_total": true}
+
+// contractMetrics are agreed between the parallel branches (the lead's contracts) but exported
+// only once issue 10's branch is merged: the effective limits and their limit_cgroup label.
+// Drop an entry when docs/metrics.md has it.
+var contractMetrics = map[string]bool{
+	"quota_cpu_effective_limit_cores": true, "quota_memory_effective_limit_bytes": true,
+}
 
 func init() { plugins.RegisterDefaultPlugins() }
 
@@ -106,6 +124,9 @@ func (e exposition) check(name string, recorded map[string]bool) string {
 	if recorded[name] || externalMetrics[name] {
 		return ""
 	}
+	if contractMetrics[name] && !e.documented[name] {
+		return ""
+	}
 	family, histogramChild := name, false
 	for _, suffix := range []string{"_bucket", "_count", "_sum"} {
 		if base := strings.TrimSuffix(name, suffix); base != name && (e.documented[base] || e.golden[base] != "") {
@@ -169,7 +190,7 @@ func checkExpr(expr string, opts exprCheck) (names []string, problems []string) 
 						}
 					}
 				}
-				if !ok {
+				if !ok && !counterAsEvent[name] {
 					problems = append(problems, fmt.Sprintf("counter %s outside rate/irate/increase/resets", name))
 				}
 			}
@@ -203,8 +224,9 @@ func grafanaVars(expr string) string {
 // rules` validates the files with rulefmt in make test-mixin.
 type ruleGroups struct {
 	Groups []struct {
-		Name  string `yaml:"name"`
-		Rules []struct {
+		Name     string `yaml:"name"`
+		Interval string `yaml:"interval"`
+		Rules    []struct {
 			Record      string            `yaml:"record"`
 			Alert       string            `yaml:"alert"`
 			Expr        string            `yaml:"expr"`
@@ -213,6 +235,28 @@ type ruleGroups struct {
 			Annotations map[string]string `yaml:"annotations"`
 		} `yaml:"rules"`
 	} `yaml:"groups"`
+}
+
+// TestLongRangesEvaluatedSlowly: a rule over a range of an hour or more ([6h], [1d]) sits in a
+// group evaluated at most once a minute, whatever the global evaluation_interval is.
+func TestLongRangesEvaluatedSlowly(t *testing.T) {
+	rangeRe := regexp.MustCompile(`\[(\d+[smhdw])\]`)
+	for _, file := range []string{"alerts/quota-rules.yaml", "alerts/quota-alerts.yaml"} {
+		for _, g := range loadRules(t, file).Groups {
+			for _, r := range g.Rules {
+				for _, m := range rangeRe.FindAllStringSubmatch(r.Expr, -1) {
+					d, err := model.ParseDuration(m[1])
+					if err != nil || time.Duration(d) < time.Hour {
+						continue
+					}
+					iv, err := model.ParseDuration(g.Interval)
+					if g.Interval == "" || err != nil || time.Duration(iv) < time.Minute {
+						t.Errorf("%s: %s%s uses [%s] in group %s with interval %q (want >= 1m)", file, r.Record, r.Alert, m[1], g.Name, g.Interval)
+					}
+				}
+			}
+		}
+	}
 }
 
 func loadRules(t *testing.T, file string) ruleGroups {
@@ -329,9 +373,25 @@ func TestAlerts(t *testing.T) {
 			for _, p := range problems {
 				t.Errorf("%s: %s", r.Alert, p)
 			}
-			// The queries in the description sit between backquotes (printf `...`).
-			for _, q := range regexp.MustCompile("`[^`]*`").FindAllString(desc, -1) {
+			// The queries in the description sit between backquotes (printf `...`): at most 3,
+			// none over a range longer than the alert's own (its for, or 10m without one).
+			queries := regexp.MustCompile("`[^`]*`").FindAllString(desc, -1)
+			if len(queries) > 3 {
+				t.Errorf("%s: %d template queries in the description (max 3)", r.Alert, len(queries))
+			}
+			own := 10 * time.Minute
+			if r.For != "" {
+				if d, err := model.ParseDuration(r.For); err == nil {
+					own = time.Duration(d)
+				}
+			}
+			for _, q := range queries {
 				names = append(names, templateName.FindAllString(q, -1)...)
+				for _, m := range regexp.MustCompile(`\[(\d+[smhdw])\]`).FindAllStringSubmatch(q, -1) {
+					if d, err := model.ParseDuration(m[1]); err == nil && time.Duration(d) > own {
+						t.Errorf("%s: description query over [%s], longer than the alert's own %s: %s", r.Alert, m[1], own, q)
+					}
+				}
 			}
 			for _, n := range names {
 				if why := e.check(n, recorded); why != "" {
@@ -342,9 +402,10 @@ func TestAlerts(t *testing.T) {
 	}
 	for _, want := range []string{
 		"QuotaCPUThrottlingDuringWarmup", "QuotaCPUStalls", "QuotaJVMGCThreadsExceedCPULimit",
-		"QuotaGoMaxProcsExceedsCPULimit", "QuotaJVMSafepointInflation", "QuotaProcessRSSCreep",
+		"QuotaGoMaxProcsExceedsCPULimit", "QuotaJVMSafepointInflation", "QuotaMemoryCreep",
 		"QuotaMallocArenaBloat", "QuotaMemoryNearLimit", "QuotaContainerOOMKilled",
-		"QuotaHighSystemCPUUnderQuota", "QuotaExporterDown", "QuotaExporterCollectorFailed",
+		"QuotaHighSystemCPUUnderQuota", "QuotaExporterDown", "QuotaExporterMissing",
+		"QuotaExporterCollectorFailed",
 	} {
 		if !seen[want] {
 			t.Errorf("alert %s is missing", want)

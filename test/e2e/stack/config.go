@@ -21,25 +21,25 @@ var TestConfig = map[string]any{
 	// A process younger than this is warming up. The warm-up JVM must still be young when
 	// its throttling has lasted warmupFor; the healthy controls are young too and must stay quiet.
 	"warmupWindow": "3m",
-	// RSS creep: predict_linear over 3 minutes (and processes older than 1 minute). Both
-	// rss_creep programs grow their live set for ten minutes, the control less, so the horizon
-	// is short enough that neither reaches its 2 GiB limit: the arena alert is the one that
-	// tells them apart (see the report in e2e_test.go).
-	"rssCreepLookback":        "3m",
-	"rssCreepHorizon":         "20m",
-	"safepointBaselineWindow": "10m",
-	"oomKilledWindow":         "2m",
+	// Memory creep: the cgroup's working-set trend over 3 minutes (cgroups older than 1 minute).
+	// Both rss_creep programs grow their live set for ten minutes, the control less, so the
+	// horizon is short enough that neither reaches its 2 GiB limit: the arena alert is the one
+	// that tells them apart (see the report in e2e_test.go).
+	"memoryCreepLookback": "3m",
+	"memoryCreepHorizon":  "20m",
+	"oomKilledWindow":     "2m",
 
 	"warmupFor":          "15s",
 	"stallsFor":          "15s",
 	"gcThreadsFor":       "15s",
 	"goMaxProcsFor":      "15s",
 	"safepointFor":       "15s",
-	"rssCreepFor":        "15s",
+	"memoryCreepFor":     "15s",
 	"arenaBloatFor":      "15s",
 	"memoryNearLimitFor": "15s",
 	"systemCPUFor":       "15s",
 	"exporterDownFor":    "15s",
+	"exporterMissingFor": "15s",
 	"collectorFailedFor": "1m",
 }
 
@@ -54,11 +54,12 @@ var DemoConfig = map[string]any{
 	"gcThreadsFor":       "1m",
 	"goMaxProcsFor":      "1m",
 	"safepointFor":       "1m",
-	"rssCreepFor":        "1m",
+	"memoryCreepFor":     "1m",
 	"arenaBloatFor":      "1m",
 	"memoryNearLimitFor": "1m",
 	"systemCPUFor":       "1m",
 	"exporterDownFor":    "1m",
+	"exporterMissingFor": "1m",
 	"collectorFailedFor": "5m",
 }
 
@@ -101,24 +102,27 @@ func RenderRules(ctx context.Context, root string, config map[string]any, dir st
 }
 
 // PrometheusConfig scrapes the exporter as job "quota-exporter" (the mixin's default
-// selector and the dashboards' job variable) and evaluates the rendered rules.
-func PrometheusConfig(interval time.Duration, exporter, alertmanager, rulesDir string) string {
+// selector and the dashboards' job variable) and evaluates the rendered rules. The scrape
+// timeout is the whole scrape interval: on a machine busy with parallel builds a scrape of
+// all workloads' /proc files once took more than 1 s, and a failed scrape loses the sample.
+func PrometheusConfig(scrape, eval time.Duration, exporter, alertmanager, rulesDir string) string {
 	return fmt.Sprintf(`# Written by test/e2e/stack.
 global:
   scrape_interval: %[1]s
-  evaluation_interval: %[1]s
+  evaluation_interval: %[5]s
 rule_files:
   - %[2]q
 alerting:
   alertmanagers:
-    - static_configs:
+    - timeout: 30s
+      static_configs:
         - targets: [%[3]q]
 scrape_configs:
   - job_name: quota-exporter
     scrape_timeout: %[1]s
     static_configs:
       - targets: [%[4]q]
-`, interval, filepath.Join(rulesDir, "quota-*.yaml"), alertmanager, exporter)
+`, scrape, filepath.Join(rulesDir, "quota-*.yaml"), alertmanager, exporter, eval)
 }
 
 // AlertmanagerConfig is examples/alertmanager/alertmanager.yml (routes by severity to the

@@ -51,7 +51,8 @@ type Options struct {
 
 	MixinConfig    map[string]any    // overrides of the mixin's _config (nil: defaults)
 	QuotaUS        map[string]int    // per-scenario CPU quota overrides for run.sh
-	ScrapeInterval time.Duration     // default 1s (also the rule evaluation interval)
+	ScrapeInterval time.Duration     // default 5s (a scrape may take seconds on a loaded machine)
+	EvalInterval   time.Duration     // rule evaluation interval; default 1s
 	SmapsInterval  time.Duration     // exporter --process.smaps-interval; default 10s
 	GroupWait      time.Duration     // Alertmanager group_wait; default 1s
 	GroupInterval  time.Duration     // Alertmanager group_interval; default 5s
@@ -100,7 +101,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: bad prefix %q", o.Prefix)
 	}
 	if o.ScrapeInterval == 0 {
-		o.ScrapeInterval = time.Second
+		o.ScrapeInterval = 5 * time.Second
+	}
+	if o.EvalInterval == 0 {
+		o.EvalInterval = time.Second
 	}
 	if o.SmapsInterval == 0 {
 		o.SmapsInterval = 10 * time.Second
@@ -217,7 +221,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := os.MkdirAll(filepath.Join(promDir, "data"), 0o755); err != nil {
 		return nil, err
 	}
-	promCfg := PrometheusConfig(o.ScrapeInterval, s.Instance, fmt.Sprintf("127.0.0.1:%d", amPort), rulesDir)
+	promCfg := PrometheusConfig(o.ScrapeInterval, o.EvalInterval, s.Instance, fmt.Sprintf("127.0.0.1:%d", amPort), rulesDir)
 	if err := os.WriteFile(filepath.Join(promDir, "prometheus.yml"), []byte(promCfg), 0o644); err != nil {
 		return nil, err
 	}
@@ -451,7 +455,8 @@ func freePort() (int, error) {
 }
 
 func httpGet(ctx context.Context, url string) (*http.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// Generous: Prometheus answers dashboard queries slowly on a machine busy with other builds.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		cancel()

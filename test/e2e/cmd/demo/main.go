@@ -80,7 +80,7 @@ func run(root string, duration time.Duration, config string, small bool) error {
 	logf("starting (config %s, small-host quotas %v); the first run builds the workloads and takes a minute", config, small)
 	st, err := stack.Start(ctx, stack.Options{
 		Root: root, Prefix: "quota-demo-stack", MixinConfig: cfg, QuotaUS: quotas,
-		ScrapeInterval: scrape, SmapsInterval: 30 * time.Second,
+		ScrapeInterval: scrape, EvalInterval: scrape, SmapsInterval: 30 * time.Second,
 		OnAlert: printAlert, Logf: logf,
 	})
 	if err != nil {
