@@ -78,6 +78,7 @@ func TestGoldenScrape(t *testing.T) {
 			}
 			cpu, _ := newCPUCollector(env)
 			mem, _ := newMemoryCollector(env)
+			eff, _ := newEffectiveCollector(env)
 			thr := newThrottleSampler(env, time.Second)
 			defer thr.Close()
 			// Two sampler windows: the first sets the baseline, between them the quota'd cgroups
@@ -87,7 +88,7 @@ func TestGoldenScrape(t *testing.T) {
 			bumpThrottling(t, env, 10, 3, 0.2)
 			thr.sample(context.Background())
 
-			got := scrapeText(t, env, map[string]Collector{"cpu": cpu, "memory": mem, "throttle": thr})
+			got := scrapeText(t, env, map[string]Collector{"cpu": cpu, "memory": mem, "effective": eff, "throttle": thr})
 			golden := filepath.Join("testdata", h.name+".golden.prom")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
