@@ -52,5 +52,6 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	if env.Processes, err = NewProcessSource(&env.Config, cgroups, errs); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)
 	}
+	env.Processes.gate = env.Stuck.Gate(processErrors)
 	return env, nil
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 )
 
 func init() {
@@ -36,29 +38,37 @@ func newGoCollector(env *Env) (Collector, error) { return &goCollector{env}, nil
 
 func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newProcessTally("go", c.env.Errors)
-	procs, _ := c.env.Processes.Processes(ctx)
-	for _, p := range procs {
-		if p.Runtime != runtimeGo {
-			continue
-		}
+	src := c.env.Processes
+	all, _ := src.Processes(ctx)
+	procs := withRuntime(all, runtimeGo)
+	// Build info and environment are re-read in parallel, quarantined per process.
+	res := eachProcess(ctx, src, procs, "exe", func(ctx context.Context, p *process) (*goruntime.Info, error) {
 		p.state.mu.Lock()
 		info, at := p.state.goInfo, p.state.goAt
 		p.state.mu.Unlock()
-		if info == nil || time.Since(at) > goInfoTTL {
-			fresh, err := c.env.Processes.inspectGo(ctx, p)
-			if err != nil {
-				if !errors.Is(err, os.ErrNotExist) || info == nil {
-					t.add(fmt.Sprintf("pid %d", p.PID), err)
-				}
-				if info == nil {
-					continue
-				}
-			} else {
-				info = fresh
-				p.state.mu.Lock()
-				p.state.goInfo, p.state.goAt = info, time.Now()
-				p.state.mu.Unlock()
+		if info != nil && time.Since(at) <= goInfoTTL {
+			return info, nil
+		}
+		fresh, err := src.inspectGo(ctx, p)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) && info != nil {
+				err = nil // exited since: its last facts serve this scrape
 			}
+			return info, err
+		}
+		p.state.mu.Lock()
+		p.state.goInfo, p.state.goAt = fresh, time.Now()
+		p.state.mu.Unlock()
+		return fresh, nil
+	})
+	for i, r := range res {
+		p := procs[i]
+		info := r.Value
+		if r.Err != nil {
+			t.add(fmt.Sprintf("pid %d", p.PID), countOnce(r.Err))
+		}
+		if info == nil {
+			continue
 		}
 		e := newEmitter(ch, processLabels, processLabelValues(p))
 		e.gauge(goInfoDesc, 1, info.GoVersion, strconv.FormatBool(info.AutoMaxProcs), strconv.FormatBool(info.ContainerAware))

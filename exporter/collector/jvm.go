@@ -85,19 +85,21 @@ func jvmCgroup(src *CgroupSource, cg cgroupfs.Cgroup) jvm.CgroupCPU {
 func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newProcessTally("jvm", c.env.Errors)
 	src := c.env.Processes
-	procs, _ := src.Processes(ctx)
-	for _, p := range procs {
-		if p.Runtime != runtimeJVM {
-			continue
+	all, _ := src.Processes(ctx)
+	procs := withRuntime(all, runtimeJVM)
+	// Perf data and thread names, in parallel and quarantined per process; detection's
+	// reading of this scrape is reused.
+	res := eachProcess(ctx, src, procs, "perf data", func(ctx context.Context, p *process) (*jvm.Info, error) {
+		if p.jvmInfo != nil {
+			return p.jvmInfo, nil
 		}
-		info := p.jvmInfo // read by detection in this scrape
-		if info == nil {
-			var err error
-			info, err = src.JVM.InspectProcess(ctx, p.jvmProcess(ctx, c.env.Config.ProcPath), jvmCgroup(c.env.Cgroups, p.Cgroup))
-			if err != nil {
-				t.add(fmt.Sprintf("pid %d", p.PID), err)
-				continue
-			}
+		return src.JVM.InspectProcess(ctx, p.jvmProcess(ctx, c.env.Config.ProcPath), jvmCgroup(c.env.Cgroups, p.Cgroup))
+	})
+	for i, r := range res {
+		p, info := procs[i], r.Value
+		if r.Err != nil {
+			t.add(fmt.Sprintf("pid %d", p.PID), countOnce(r.Err))
+			continue
 		}
 		e := newEmitter(ch, processLabels, processLabelValues(p))
 		version := ""

@@ -68,9 +68,13 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	t := newProcessTally("malloc", c.env.Errors)
 	procs, _ := c.env.Processes.Processes(ctx)
 	heuristic := 0
-	for _, p := range procs {
-		entry, err := heapLayoutOf(ctx, c.env.Processes, p)
-		t.add(fmt.Sprintf("pid %d", p.PID), err)
+	// maps, mem and environ, in parallel and quarantined per process.
+	res := eachProcess(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *process) (heapLayout, error) {
+		return heapLayoutOf(ctx, c.env.Processes, p)
+	})
+	for i, r := range res {
+		p, entry := procs[i], r.Value
+		t.add(fmt.Sprintf("pid %d", p.PID), countOnce(r.Err))
 		if entry.failed || entry.state == nil {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -61,6 +62,7 @@ type process struct {
 	// need them.
 	threads struct {
 		once  sync.Once
+		read  bool // names and err are set
 		names []string
 		err   error
 	}
@@ -73,7 +75,10 @@ type process struct {
 // threadNames reads task/*/comm at most once per scrape.
 func (p *process) threadNames(ctx context.Context, procfs string) func() ([]string, error) {
 	return func() ([]string, error) {
-		p.threads.once.Do(func() { p.threads.names, p.threads.err = jvm.ThreadNames(ctx, procfs, p.PID) })
+		p.threads.once.Do(func() {
+			p.threads.names, p.threads.err = jvm.ThreadNames(ctx, procfs, p.PID)
+			p.threads.read = true
+		})
 		return p.threads.names, p.threads.err
 	}
 }
@@ -155,6 +160,12 @@ type ProcessSource struct {
 	bootTime float64 // seconds since the epoch, read once: start times are relative to it
 	bootErr  error
 
+	// gate quarantines per-process reads by pid (and start time) and kind: a process stuck in
+	// the kernel costs one blocked read per kind and is skipped until it returns.
+	gate *procread.Gate
+	// last is the last complete listing, for background loops (Last).
+	last atomic.Pointer[[]*process]
+
 	mu     sync.Mutex
 	states map[processKey]*processState
 	at     time.Time
@@ -169,7 +180,7 @@ func NewProcessSource(cfg *Config, cgroups *CgroupSource, errs *ErrorCounter) (*
 		return nil, err
 	}
 	s := &ProcessSource{cfg: cfg, cgroups: cgroups, errors: errs, fs: fs, maxAge: discoveryMaxAge,
-		JVM: &jvm.Inspector{Procfs: cfg.ProcPath}, states: map[processKey]*processState{}}
+		JVM: &jvm.Inspector{Procfs: cfg.ProcPath}, gate: procread.NewGate(processErrors), states: map[processKey]*processState{}}
 	s.detectors = newDetectors(s)
 	s.envKeys = append(goruntime.EnvKeys(), malloc.EnvKeys()...)
 	return s, nil
@@ -212,7 +223,8 @@ func (s *ProcessSource) startTime(startTicks uint64) (float64, error) {
 
 // Processes returns the watched processes, listing them at most every discoveryMaxAge.
 // Errors are per process (vanished, permission denied, ...), already counted; the list holds
-// the rest.
+// the rest. A process whose reads are quarantined (procread.ErrStuck) is left out without an
+// error: its timeout was counted once, when its read did not return.
 func (s *ProcessSource) Processes(ctx context.Context) ([]*process, []error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -225,8 +237,94 @@ func (s *ProcessSource) Processes(ctx context.Context) ([]*process, []error) {
 	}
 	if ctx.Err() == nil {
 		s.cached, s.errs, s.at = procs, errs, time.Now()
+		s.last.Store(&procs)
 	}
 	return procs, errs
+}
+
+// Last is the last complete listing the scrapes made, without reading or waiting for the
+// source's lock: background loops use it instead of listing on their own. Processes in it
+// may have exited since.
+func (s *ProcessSource) Last() []*process {
+	if p := s.last.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// processWorkers bounds the per-process reads run at once: up to this many stuck processes
+// cost one perProcessTimeout together, and nothing once they are quarantined.
+const processWorkers = 16
+
+// gatedContext is the context of a read run under the gate: no deadline of its own, so a read
+// that blocks keeps its key (and its one OS thread) until the kernel returns, instead of
+// being abandoned by an inner timeout and started again by the next scrape.
+func gatedContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 24*time.Hour)
+}
+
+// eachProcess runs read for every process, processWorkers at once, each within
+// perProcessTimeout, through the source's gate keyed by process and kind: a process whose
+// read of that kind did not return is skipped with procread.ErrStuck until it does.
+// read must not write to memory the caller reads after it returns except under p.state.mu:
+// an abandoned read may still finish later.
+func eachProcess[R any](ctx context.Context, s *ProcessSource, procs []*process, kind string,
+	read func(ctx context.Context, p *process) (R, error)) []procread.Result[R] {
+	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind}
+	return procread.Map(ctx, b, procs, func(p *process) string { return p.gateKey(kind) }, func(p *process) (R, error) {
+		rctx, cancel := gatedContext()
+		defer cancel()
+		return read(rctx, p)
+	})
+}
+
+// itemBudget is the time one process's reads of one kind may take: perProcessTimeout, but
+// at most a quarter of what is left of the scrape, since a scrape runs up to three rounds of
+// per-process reads one after another (stat and status, detection, the runtime readers) and
+// the healthy processes must still be exported when some are stuck.
+func itemBudget(ctx context.Context) time.Duration {
+	d := perProcessTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(dl)/4, 10*time.Millisecond))
+	}
+	return d
+}
+
+// withRuntime keeps the processes of one runtime.
+func withRuntime(procs []*process, runtime string) []*process {
+	var out []*process
+	for _, p := range procs {
+		if p.Runtime == runtime {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// gateKey names one kind of read of one process (pid and start time) in the source's gate.
+func (p *process) gateKey(kind string) string {
+	return fmt.Sprintf("%d:%d/%s", p.PID, p.Stat.Starttime, kind)
+}
+
+// countOnce is the error a per-process read returned, or nil when it must not be counted
+// again: the process is quarantined (its timeout was counted when it got stuck).
+func countOnce(err error) error {
+	if errors.Is(err, procread.ErrStuck) {
+		return nil
+	}
+	return err
+}
+
+// procItem is one pid listed by one cgroup's cgroup.procs.
+type procItem struct {
+	pid int
+	cg  cgroupfs.Cgroup
+}
+
+// discovered is what one process's discovery reads returned; nil for a kernel thread.
+type discovered struct {
+	stat   procfs.ProcStat
+	status []byte
 }
 
 func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
@@ -240,9 +338,8 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 	}
 	cgs, _ := s.cgroups.Cgroups(ctx)
 	now := time.Now()
-	var out []*process
 	var errs []error
-	cfg := *s.cfg
+	var items []procItem
 	for _, cg := range cgs {
 		if !cg.HasProcs || (h == l.CPU && !cg.InCPU) || (h == l.Memory && !cg.InMemory) {
 			continue
@@ -255,30 +352,82 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 			continue
 		}
 		for _, pid := range pids {
-			if ctx.Err() != nil {
-				disambiguate(out) // incomplete: nothing is forgotten, but labels stay unique
-				return out, errs
-			}
-			p, err := s.read(ctx, pid, cg)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if p == nil {
-				continue
-			}
-			p.state.lastSeen = now
-			if p.Runtime == runtimeOther && uint64(p.Stat.ResidentMemory()) < cfg.ProcessMinResident {
-				continue
-			}
-			if cfg.ProcessInclude != nil && !cfg.ProcessInclude.MatchString(p.Name) ||
-				cfg.ProcessExclude != nil && cfg.ProcessExclude.MatchString(p.Name) {
-				continue
-			}
-			out = append(out, p)
+			items = append(items, procItem{pid, cg})
 		}
 	}
-	s.evict(now)
+	// stat and status of every process in parallel, quarantined per pid.
+	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat"}
+	res := procread.Map(ctx, b, items, func(it procItem) string { return strconv.Itoa(it.pid) + "/stat" }, s.readStat)
+	complete := ctx.Err() == nil
+	var found, undetected []*process
+	for i, r := range res {
+		if !r.Done && r.Err != nil && !errors.Is(r.Err, procread.ErrStuck) {
+			complete = false // the scrape ended first
+			continue
+		}
+		if r.Err != nil {
+			if err := countOnce(r.Err); err != nil {
+				errs = append(errs, fmt.Errorf("pid %d: %w", items[i].pid, err))
+			}
+			continue
+		}
+		if r.Value == nil {
+			continue // kernel thread
+		}
+		p := s.process(items[i], r.Value)
+		p.state.lastSeen = now
+		found = append(found, p)
+		if !p.state.detected {
+			undetected = append(undetected, p)
+		}
+	}
+	// Runtime detection of new processes, in parallel, quarantined per process: a detection
+	// that timed out is not retried while its read is outstanding.
+	dres := eachProcess(ctx, s, undetected, "detect", s.detectAlone)
+	failed := map[*process]bool{}
+	for i, r := range dres {
+		p := undetected[i]
+		switch {
+		case r.Err == nil:
+			r.Value.apply(p)
+		case errors.Is(r.Err, os.ErrPermission):
+			// Without ptrace access the runtime cannot be told: count the denial, export it as other.
+			s.errors.Record(processErrors, fmt.Sprintf("pid %d", p.PID), r.Err)
+			r.Value.apply(p)
+		default:
+			if !r.Done && !errors.Is(r.Err, procread.ErrStuck) {
+				complete = false
+			} else if err := countOnce(r.Err); err != nil {
+				errs = append(errs, fmt.Errorf("pid %d: %w", p.PID, err))
+			}
+			failed[p] = true
+		}
+	}
+	cfg := *s.cfg
+	var out []*process
+	for _, p := range found {
+		if failed[p] {
+			continue
+		}
+		p.Runtime, p.Name = p.state.runtime, p.state.name
+		if p.Runtime == "" {
+			p.Runtime = runtimeOther
+		}
+		if p.Name == "" {
+			p.Name = p.Stat.Comm
+		}
+		if p.Runtime == runtimeOther && uint64(p.Stat.ResidentMemory()) < cfg.ProcessMinResident {
+			continue
+		}
+		if cfg.ProcessInclude != nil && !cfg.ProcessInclude.MatchString(p.Name) ||
+			cfg.ProcessExclude != nil && cfg.ProcessExclude.MatchString(p.Name) {
+			continue
+		}
+		out = append(out, p)
+	}
+	if complete {
+		s.evict(now) // incomplete: nothing is forgotten
+	}
 	disambiguate(out)
 	return out, errs
 }
@@ -297,68 +446,94 @@ func (s *ProcessSource) evict(now time.Time) {
 	})
 }
 
-// read gets one process's stat and status (cheap files, read once per scrape) and, the first
-// time it is seen, detects its runtime. Kernel threads return nil.
-func (s *ProcessSource) read(ctx context.Context, pid int, cg cgroupfs.Cgroup) (*process, error) {
-	ctx, cancel := context.WithTimeout(ctx, perProcessTimeout)
-	defer cancel()
-	proc, err := s.fs.Proc(pid)
+// readStat reads one process's stat and status (cheap files, read once per scrape). It
+// touches no shared state: it may finish after the scrape gave up on it. Kernel threads
+// return nil.
+func (s *ProcessSource) readStat(it procItem) (*discovered, error) {
+	proc, err := s.fs.Proc(it.pid)
 	if err != nil {
-		return nil, fmt.Errorf("pid %d: %w", pid, err)
+		return nil, err
 	}
-	stat, err := procread.Do(ctx, proc.Stat)
+	stat, err := proc.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("pid %d stat: %w", pid, err)
+		return nil, fmt.Errorf("stat: %w", kernel.Vanished(err))
 	}
 	if stat.Flags&pfKThread != 0 {
 		return nil, nil
 	}
-	b, err := procread.ReadFile(ctx, filepath.Join(s.cfg.ProcPath, strconv.Itoa(pid), "status"), procstatus.MaxSize)
+	ctx, cancel := gatedContext()
+	defer cancel()
+	b, err := procread.ReadFile(ctx, filepath.Join(s.cfg.ProcPath, strconv.Itoa(it.pid), "status"), procstatus.MaxSize)
 	if err == nil && len(b) == 0 {
 		err = os.ErrNotExist // exited between open and read
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pid %d status: %w", pid, kernel.Vanished(err))
+		return nil, fmt.Errorf("status: %w", kernel.Vanished(err))
 	}
-	key := processKey{pid, stat.Starttime}
+	return &discovered{stat: stat, status: b}, nil
+}
+
+// process is the listing's entry for what readStat found, with the state kept across
+// scrapes (new for a new or exec'd process). Called under s.mu.
+func (s *ProcessSource) process(it procItem, d *discovered) *process {
+	key := processKey{it.pid, d.stat.Starttime}
 	st, ok := s.states[key]
-	if !ok || (st.detected && st.comm != stat.Comm) {
+	if !ok || (st.detected && st.comm != d.stat.Comm) {
 		if ok { // exec'd into another program: start afresh in every reader too
-			s.JVM.Evict(func(p int, start uint64) bool { return p != pid || start != stat.Starttime })
+			s.JVM.Evict(func(p int, start uint64) bool { return p != it.pid || start != d.stat.Starttime })
 		}
-		st = &processState{}
+		st = &processState{comm: d.stat.Comm}
 		s.states[key] = st
 	}
-	p := &process{PID: pid, Cgroup: cg, Stat: stat, Status: procstatus.Parse(b, pid), state: st}
-	p.StartTime, _ = s.startTime(stat.Starttime) // its error is reported by the process collector
+	p := &process{PID: it.pid, Cgroup: it.cg, Stat: d.stat, Status: procstatus.Parse(d.status, it.pid), state: st}
+	p.StartTime, _ = s.startTime(d.stat.Starttime) // its error is reported by the process collector
+	return p
+}
+
+// detection is what detectAlone found about a process, applied to its state by the listing.
+type detection struct {
+	scratch *processState
+	jvmInfo *jvm.Info
+	// threads are the thread names detection read, if it did: the readers of the same
+	// scrape reuse them.
+	threadsRead bool
+	threads     []string
+	threadsErr  error
+}
+
+// apply copies a detection into p's state and marks it detected.
+func (d detection) apply(p *process) {
+	st := p.state
 	st.mu.Lock()
-	defer st.mu.Unlock()
-	if !st.detected {
-		st.comm = stat.Comm
-		if err := s.detect(ctx, p); err != nil && !errors.Is(err, os.ErrPermission) {
-			return nil, err
-		} else if err != nil {
-			// Without ptrace access the runtime cannot be told: count the denial, export it as other.
-			s.errors.Record(processErrors, fmt.Sprintf("pid %d", pid), err)
-		}
-		st.detected = true
+	if d.scratch != nil {
+		st.runtime, st.name, st.exe = d.scratch.runtime, d.scratch.name, d.scratch.exe
+		st.goInfo, st.goAt = d.scratch.goInfo, d.scratch.goAt
 	}
-	p.Runtime = st.runtime
-	if p.Runtime == "" {
-		p.Runtime = runtimeOther
+	st.detected = true
+	st.mu.Unlock()
+	if d.scratch != nil && !d.scratch.envAt.IsZero() {
+		st.envMu.Lock()
+		st.env, st.envErr, st.envAt = d.scratch.env, d.scratch.envErr, d.scratch.envAt
+		st.envMu.Unlock()
 	}
-	p.Name = st.name
-	if p.Name == "" {
-		p.Name = stat.Comm
+	p.jvmInfo = d.jvmInfo
+	if d.threadsRead {
+		p.threads.once.Do(func() { p.threads.names, p.threads.err, p.threads.read = d.threads, d.threadsErr, true })
 	}
-	return p, nil
+}
+
+// detectAlone runs detection on a copy of p with a scratch state, so a detection abandoned
+// by the scrape writes nothing shared when it finally returns.
+func (s *ProcessSource) detectAlone(ctx context.Context, p *process) (detection, error) {
+	q := &process{PID: p.PID, Cgroup: p.Cgroup, Stat: p.Stat, Status: p.Status, StartTime: p.StartTime, state: &processState{}}
+	err := s.detect(ctx, q)
+	return detection{scratch: q.state, jvmInfo: q.jvmInfo,
+		threadsRead: q.threads.read, threads: q.threads.names, threadsErr: q.threads.err}, err
 }
 
 // detect reads the exe link once per process and asks the detectors, in order.
 func (s *ProcessSource) detect(ctx context.Context, p *process) error {
-	exe, err := procread.Do(ctx, func() (string, error) {
-		return os.Readlink(filepath.Join(s.cfg.ProcPath, strconv.Itoa(p.PID), "exe"))
-	})
+	exe, err := os.Readlink(filepath.Join(s.cfg.ProcPath, strconv.Itoa(p.PID), "exe"))
 	if err == nil {
 		p.state.exe = exe
 	}

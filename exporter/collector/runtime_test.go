@@ -2,7 +2,6 @@ package collector
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -239,7 +238,7 @@ func TestProcessVanishedBetweenListAndRead(t *testing.T) {
 	_ = cmd.Wait()
 	env := runtimeEnv(t)
 	src := env.Processes
-	_, err := src.read(context.Background(), pid, env.Cgroups.cached0())
+	_, err := src.readStat(procItem{pid, env.Cgroups.cached0()})
 	if Reason(err) != "vanished" {
 		t.Errorf("reading an exited process: %v (reason %q), want vanished", err, Reason(err))
 	}

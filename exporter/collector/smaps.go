@@ -4,12 +4,15 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 func init() {
@@ -64,27 +67,38 @@ func (c *smapsCollector) loop(ctx context.Context) {
 }
 
 // refresh reads smaps of every glibc process whose last read is older than the interval.
+// It works from the scrapes' last listing (ProcessSource.Last): it never lists processes or
+// takes the source's lock, so it cannot stall a scrape. Its reads run in parallel with their
+// own budgets through the source's gate, so a process stuck in the kernel costs one read.
 func (c *smapsCollector) refresh(ctx context.Context) {
-	procs, _ := c.env.Processes.Processes(ctx)
-	for _, p := range procs {
-		if ctx.Err() != nil {
-			return
-		}
+	src := c.env.Processes
+	var due []*process
+	for _, p := range src.Last() {
 		p.state.mu.Lock()
 		last := p.state.smaps.at
 		p.state.mu.Unlock()
-		if !last.IsZero() && time.Since(last) < c.interval {
-			continue
+		if last.IsZero() || time.Since(last) >= c.interval {
+			due = append(due, p)
 		}
-		m, err := heapLayoutOf(ctx, c.env.Processes, p)
+	}
+	res := eachProcess(ctx, src, due, "smaps", func(ctx context.Context, p *process) (uint64, error) {
+		m, err := heapLayoutOf(ctx, src, p)
 		if err != nil || m.state == nil || m.state.Allocator != malloc.Glibc {
-			continue
+			return 0, errNotGlibc
 		}
-		rctx, cancel := context.WithTimeout(ctx, perProcessTimeout)
-		n, err := malloc.HeapResidentBytes(rctx, c.env.Config.ProcPath, p.PID, m.state.HeapRanges)
-		cancel()
-		if err != nil {
-			c.env.Errors.Record("smaps", fmt.Sprintf("pid %d", p.PID), err)
+		return malloc.HeapResidentBytes(ctx, c.env.Config.ProcPath, p.PID, m.state.HeapRanges)
+	})
+	for i, r := range res {
+		p := due[i]
+		if errors.Is(r.Err, errNotGlibc) || errors.Is(r.Err, procread.ErrStuck) || !r.Done {
+			continue // not due a reading, or quarantined (counted once, when it got stuck)
+		}
+		if errors.Is(r.Err, os.ErrNotExist) {
+			continue // exited since the listing: nothing to read, not an error
+		}
+		n := r.Value
+		if r.Err != nil {
+			c.env.Errors.Record("smaps", fmt.Sprintf("pid %d", p.PID), r.Err)
 			n = 0 // keep the time only: do not retry before the interval
 		}
 		p.state.mu.Lock()
@@ -92,6 +106,9 @@ func (c *smapsCollector) refresh(ctx context.Context) {
 		p.state.mu.Unlock()
 	}
 }
+
+// errNotGlibc: the process has no glibc heap layout (yet); no smaps reading is due.
+var errNotGlibc = errors.New("no glibc heap layout")
 
 func (c *smapsCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	procs, _ := c.env.Processes.Processes(ctx)

@@ -193,8 +193,11 @@ func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU
 	if err == nil {
 		var snap *hsperfdata.Snapshot
 		var b []byte
-		b, err = procread.ReadFile(ctx, path, hsperfdata.MaxFileSize)
-		if err == nil {
+		b, err = readPerfData(ctx, path, st.UID)
+		var ue *UnavailableError
+		if errors.As(err, &ue) {
+			// not the process's own regular file: reported as unreadable below
+		} else if err == nil {
 			snap, err = c.snap.Reparse(b)
 			if err != nil {
 				err = &UnavailableError{Reason: ReasonInvalid, Err: err}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/hsperfdata"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
@@ -107,7 +110,7 @@ func findPerfData(ctx context.Context, procfs string, pid int, st procStatus) (s
 				continue
 			}
 			p := filepath.Join(tmp, e.Name(), strconv.Itoa(st.NSPid))
-			fi, err := os.Stat(p)
+			fi, err := os.Lstat(p) // a user-controlled symlink is not followed (as root)
 			if err != nil {
 				if errors.Is(err, fs.ErrPermission) {
 					permErr = err
@@ -149,4 +152,32 @@ func hasPasswdEntry(ctx context.Context, procfs string, pid, uid int) (has, ok b
 		}
 	}
 	return false, true
+}
+
+// readPerfData reads the perf data file at path, which lies in a directory the JVM's user
+// controls: it is opened without following a symlink and without blocking on a FIFO, and
+// read only if it is a regular file owned by the process's uid (uid < 0: unknown, not
+// checked). Anything else is an *UnavailableError with ReasonUnreadable.
+func readPerfData(ctx context.Context, path string, uid int) ([]byte, error) {
+	return procread.Do(ctx, func() ([]byte, error) {
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is a symbolic link: not followed", path)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is not a regular file", path)}
+		}
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok && uid >= 0 && int(sys.Uid) != uid {
+			return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is owned by uid %d, not by the process's uid %d", path, sys.Uid, uid)}
+		}
+		return io.ReadAll(io.LimitReader(f, hsperfdata.MaxFileSize))
+	})
 }
