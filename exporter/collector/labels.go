@@ -11,7 +11,7 @@ import (
 )
 
 // cgroupLabels identify a cgroup on every per-cgroup series. pod_uid, container_id and
-// qos_class are empty (absent) where the path does not show them.
+// qos_class are absent where the path does not show them (empty values are never sent).
 var cgroupLabels = []string{"cgroup", "pod_uid", "container_id", "qos_class"}
 
 func cgroupLabelValues(cg cgroupfs.Cgroup, extra ...string) []string {
