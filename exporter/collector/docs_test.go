@@ -55,8 +55,11 @@ Generated from the exporter's own metric descriptors by
 ` + "`go test ./exporter/collector -run TestMetricsDoc -update`" + `; a test fails when this file is stale.
 
 Every per-cgroup series carries the identity labels ` + "`cgroup`" + ` (path from the hierarchy root),
-` + "`pod_uid`" + `, ` + "`container_id`" + ` (runtime-prefixed as kube-state-metrics writes it) and ` + "`qos_class`" + `;
-the last three are empty where the path does not show them. Per-process series add ` + "`process`" + ` (comm, or a
+` + "`pod_uid`" + `, ` + "`container_id`" + ` (runtime-prefixed as kube-state-metrics writes it) and ` + "`qos_class`" + `,
+absent where the path does not show them, and the Kubernetes names ` + "`namespace`" + `, ` + "`pod`" + ` and
+` + "`container`" + ` where the kubelet's log directories under ` + "`--path.podlogs`" + ` (default /var/log) name the pod
+UID or container id (pod-level cgroups: ` + "`namespace`" + ` and ` + "`pod`" + ` only). No series carries an empty-valued
+label. Per-process series add ` + "`process`" + ` (comm, or a
 JVM's main class / jar, made unique within a cgroup) and ` + "`runtime`" + ` (jvm, go, other). The PID appears only on
 ` + "`quota_process_info`" + `. On cgroup v1 a process is attributed to its path in the **cpu** hierarchy.
 

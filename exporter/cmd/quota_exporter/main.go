@@ -58,6 +58,7 @@ func run(args []string) int {
 		minRes      = app.Flag("process.min-resident", "Export processes that are neither JVM nor Go when their resident memory is at least this.").Default("64MiB").Bytes()
 		procInc     = app.Flag("process.include", "Regexp of process names to export (whole name).").Default(".*").String()
 		procExc     = app.Flag("process.exclude", "Regexp of process names not to export (whole name).").Default("").String()
+		podLogs     = app.Flag("path.podlogs", "The host's /var/log: the kubelet's pods/ and containers/ directories there name the pods and containers (namespace, pod, container labels). Only directory names are read. Empty: no names.").Default("/var/log").String()
 		smapsEvery  = app.Flag("process.smaps-interval", "Minimum interval between smaps reads of one process (they walk its page tables).").Default("5m").Duration()
 	)
 	toolkitFlags := webflag.AddFlags(app, defaultListenAddress)
@@ -83,6 +84,7 @@ func run(args []string) int {
 		ProcPath: *procPath, SysPath: *sysPath,
 		BareContainerRuntime: *bareRuntime, ThrottleWindow: *window,
 		ProcessMinResident: uint64(*minRes), SmapsInterval: *smapsEvery,
+		PodLogsPath: *podLogs,
 	}
 	var err error
 	for _, re := range []struct {
@@ -123,7 +125,7 @@ func run(args []string) int {
 	defer set.Close()
 
 	exporterReg := prometheus.NewRegistry()
-	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck)
+	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck, env.PodNames)
 	if !*noExporter {
 		exporterReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

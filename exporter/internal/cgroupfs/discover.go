@@ -19,6 +19,9 @@ import (
 type Cgroup struct {
 	Path     string // from the hierarchy root, e.g. /kubepods/burstable/pod<uid>/<id>
 	Identity Identity
+	// Names are the Kubernetes names of Identity's pod or container: not in the path, the
+	// exporter fills them from the kubelet's log directories (package kubenames).
+	Names KubeNames
 	// HasProcs: at least one process sits directly in it (in some watched hierarchy).
 	HasProcs bool
 	// InCPU, InMemory: the path exists in that controller's hierarchy.
@@ -30,6 +33,11 @@ type Cgroup struct {
 	HasCPUMax      bool
 	MemoryLimit    uint64
 	HasMemoryLimit bool
+}
+
+// KubeNames name a Kubernetes pod or container; empty fields are unknown.
+type KubeNames struct {
+	Namespace, Pod, Container string
 }
 
 // WalkOptions select what Discover returns.
