@@ -5,6 +5,7 @@ package collector
 import (
 	"context"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,35 @@ func TestKubernetesNamesOnFixtureHost(t *testing.T) {
 	}
 	if !strings.Contains(got, `quota_cpu_throttled_window_ratio_count{cgroup="`+podA+`/cri-containerd-`+hexA+`.scope",container="app"`) {
 		t.Errorf("the per-second histograms carry no names:\n%s", got)
+	}
+}
+
+// TestDiscoverQuotasMatchesDiscover: the sampler's quota-only rediscovery finds exactly the
+// cgroups with a CPU quota that the full discovery finds, on every fixture host.
+func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
+	for _, h := range hosts {
+		t.Run(h.name, func(t *testing.T) {
+			env, err := NewEnv(installHost(t, h), discardLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := env.Cgroups.Layout()
+			all, _ := l.Discover(context.Background(), env.Cgroups.opts)
+			var want []string
+			for _, cg := range all {
+				if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
+					want = append(want, cg.Path)
+				}
+			}
+			quotas, _ := l.DiscoverQuotas(context.Background(), env.Cgroups.opts)
+			var got []string
+			for _, cg := range quotas {
+				got = append(got, cg.Path)
+			}
+			sort.Strings(got)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") || len(want) == 0 {
+				t.Errorf("DiscoverQuotas = %q, want %q", got, want)
+			}
+		})
 	}
 }

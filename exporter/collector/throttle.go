@@ -70,7 +70,8 @@ type throttleCollector struct {
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
-	open    int // descriptors held
+	list    []*throttleSeries // sample's scratch list (only the sampler's goroutine uses it)
+	open    int               // descriptors held
 	spent   time.Duration
 	windows uint64
 }
@@ -217,8 +218,16 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	// for it (without sampling meanwhile) but not forever.
 	ctx, cancel := context.WithTimeout(ctx, max(30*c.window, 30*time.Second))
 	defer cancel()
-	cgs, _ := c.env.Cgroups.Cgroups(ctx)
+	// Only the cpu hierarchy's quota files: the full discovery (cgroup.procs, memory
+	// limits) every 10 s was most of the idle sampler's cost. Its errors are the scrape's
+	// discovery's to count.
+	cgs, _ := l.DiscoverQuotas(ctx, c.env.Cgroups.opts)
 	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
+	if n := c.env.PodNames; n != nil {
+		for i := range cgs {
+			n.name(&cgs[i])
+		}
+	}
 	var fresh []*throttleSeries
 	c.mu.Lock()
 	for _, cg := range cgs {
@@ -300,10 +309,11 @@ func readCPUStat(s *throttleSeries) (cgroupfs.CPUStat, error) {
 func (c *throttleCollector) sample(ctx context.Context) {
 	begin := time.Now()
 	c.mu.Lock()
-	list := make([]*throttleSeries, 0, len(c.series))
+	list := c.list[:0] // reused: no garbage per window for the list
 	for _, s := range c.series {
 		list = append(list, s)
 	}
+	c.list = list
 	c.mu.Unlock()
 	b := procread.Budget{Workers: samplerWorkers, Item: c.window / 2, Gate: c.gate, Kind: "cpu.stat"}
 	res := procread.Map(ctx, b, list, func(s *throttleSeries) string { return s.path }, readCPUStat)

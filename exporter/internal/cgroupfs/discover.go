@@ -141,11 +141,45 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 	return out, errs
 }
 
+// DiscoverQuotas walks only the cpu hierarchy and returns the cgroups with a CPU quota,
+// reading only their quota files (no cgroup.procs, no memory hierarchy): the throttling
+// sampler's rediscovery, a third of Discover's reads. Reads run within opts' budget and gate
+// as in Discover.
+func (l *Layout) DiscoverQuotas(ctx context.Context, opts WalkOptions) ([]Cgroup, []WalkError) {
+	h := l.CPU
+	if h == nil {
+		return nil, nil
+	}
+	var dirs []dirProbe
+	var errs []WalkError
+	walkDirs(h.MountPoint, func(dir string) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		if p := h.Path(dir); opts.Keep == nil || opts.Keep(p) {
+			dirs = append(dirs, dirProbe{h: h, dir: dir, path: p, cpu: true, quotaOnly: true})
+		}
+		return true
+	}, func(dir string, err error) {
+		errs = append(errs, WalkError{Path: h.Path(dir), Err: err})
+	})
+	errs = append(errs, probeAll(ctx, opts, dirs)...)
+	var out []Cgroup
+	for _, d := range dirs {
+		if d.hasCPUMax && d.cpuMax.Limited() {
+			out = append(out, Cgroup{Path: d.path, Identity: ParseIdentity(d.path, opts.BareRuntime),
+				InCPU: true, InMemory: l.Memory == h, CPUMax: d.cpuMax, HasCPUMax: true})
+		}
+	}
+	return out, errs
+}
+
 // dirProbe is one cgroup directory found by the walk and what reading it told.
 type dirProbe struct {
 	h           *Hierarchy
 	dir, path   string
 	cpu, memory bool // which controllers' files to read here
+	quotaOnly   bool // read the quota only (DiscoverQuotas)
 
 	procs       bool
 	procsErr    error
@@ -156,7 +190,9 @@ type dirProbe struct {
 }
 
 func (d dirProbe) read() (dirProbe, error) {
-	d.procs, d.procsErr = hasProcs(d.dir)
+	if !d.quotaOnly {
+		d.procs, d.procsErr = hasProcs(d.dir)
+	}
 	if d.cpu {
 		d.cpuMax, d.hasCPUMax = readCPUMax(d.h, d.dir)
 	}
