@@ -17,6 +17,9 @@ type Config struct {
 	BareContainerRuntime string
 	// ThrottleWindow is the per-second sampler's period.
 	ThrottleWindow time.Duration
+	// ThrottleFullHistograms exports every bucket of both per-window histograms; by
+	// default only the ratio's alert thresholds (the per-container series budget).
+	ThrottleFullHistograms bool
 	// Process collectors.
 	ProcessMinResident             uint64
 	ProcessInclude, ProcessExclude *regexp.Regexp

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestKubernetesNamesOnFixtureHost: the v2 systemd Kubernetes host with the kubelet's log
@@ -23,15 +22,7 @@ func TestKubernetesNamesOnFixtureHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpu, _ := newCPUCollector(env)
-	mem, _ := newMemoryCollector(env)
-	thr := newThrottleSampler(env, time.Second)
-	defer thr.Close()
-	thr.rediscover(context.Background(), 1)
-	thr.sample(context.Background())
-	bumpThrottling(t, env, 10, 3, 0.2)
-	thr.sample(context.Background())
-	got := scrapeText(t, env, map[string]Collector{"cpu": cpu, "memory": mem, "throttle": thr})
+	got := scrapeCgroups(t, env)
 
 	const (
 		podA = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b2c3f9a_1d2e_4f5a_8b9c_0d1e2f3a4b5c.slice"
@@ -108,6 +99,49 @@ func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
 			sort.Strings(got)
 			if strings.Join(got, "\n") != strings.Join(want, "\n") || len(want) == 0 {
 				t.Errorf("DiscoverQuotas = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// seriesBudget is the documented per-container series budget of a default scrape (see the
+// header of docs/metrics.md): a container with a CPU quota and a memory limit. cgroup v2 adds
+// 4 PSI series (cpu and memory, some and full). A cpuset of its own (1 series) and a burst
+// allowance (3) come on top: they are configured per container, and absent by default.
+var seriesBudget = map[int]int{1: 20, 2: 24}
+
+// TestSeriesBudget fails when a default scrape of a fixture container cgroup exports more
+// series than the documented budget, or any series carries an empty-valued label.
+func TestSeriesBudget(t *testing.T) {
+	for _, h := range hosts[:2] { // the Kubernetes hosts: v2 systemd, v1 cgroupfs
+		t.Run(h.name, func(t *testing.T) {
+			env, err := NewEnv(installHost(t, h), discardLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := scrapeCgroups(t, env, "effective", "oom")
+			if strings.Contains(got, `=""`) {
+				t.Errorf("empty-valued label in a default scrape:\n%s", got)
+			}
+			budget := seriesBudget[env.Cgroups.Layout().CPU.Version]
+			per := map[string]int{}
+			for _, line := range strings.Split(got, "\n") {
+				if strings.HasPrefix(line, "quota_cpu_cpuset_cpus") || strings.HasPrefix(line, "quota_cpu_burst") {
+					continue
+				}
+				if i := strings.Index(line, `cgroup="`); i >= 0 && strings.Contains(line, `container_id="`) && !strings.HasPrefix(line, "#") {
+					cg := line[i+len(`cgroup="`):]
+					per[cg[:strings.IndexByte(cg, '"')]]++
+				}
+			}
+			if len(per) == 0 {
+				t.Fatal("no container cgroup in the scrape")
+			}
+			for cg, n := range per {
+				t.Logf("%d series: %s", n, cg)
+				if n > budget {
+					t.Errorf("%s: %d series, budget %d", cg, n, budget)
+				}
 			}
 		})
 	}

@@ -55,6 +55,7 @@ func run(args []string) int {
 		exclude     = app.Flag("cgroup.exclude", "Regexp of cgroup paths not to watch (matched against the whole path).").Default("").String()
 		bareRuntime = app.Flag("cgroup.bare-container-runtime", "Runtime prefix for container cgroups named by a bare 64-hex id (Kubernetes cgroupfs driver): containerd, cri-o or docker.").Default("containerd").Enum("containerd", "cri-o", "docker")
 		window      = app.Flag("throttle.window", "Window of the background throttling sampler that feeds quota_cpu_throttled_window_* histograms.").Default("1s").Duration()
+		fullHists   = app.Flag("throttle.full-histograms", "Export every bucket of quota_cpu_throttled_window_ratio and the quota_cpu_throttled_window_seconds histogram (by default: the ratio's le=0.5 and 0.9 buckets only, the per-container series budget of docs/metrics.md).").Bool()
 		minRes      = app.Flag("process.min-resident", "Export processes that are neither JVM nor Go when their resident memory is at least this.").Default("64MiB").Bytes()
 		procInc     = app.Flag("process.include", "Regexp of process names to export (whole name).").Default(".*").String()
 		procExc     = app.Flag("process.exclude", "Regexp of process names not to export (whole name).").Default("").String()
@@ -84,7 +85,7 @@ func run(args []string) int {
 		ProcPath: *procPath, SysPath: *sysPath,
 		BareContainerRuntime: *bareRuntime, ThrottleWindow: *window,
 		ProcessMinResident: uint64(*minRes), SmapsInterval: *smapsEvery,
-		PodLogsPath: *podLogs,
+		PodLogsPath: *podLogs, ThrottleFullHistograms: *fullHists,
 	}
 	var err error
 	for _, re := range []struct {
