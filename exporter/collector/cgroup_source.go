@@ -48,6 +48,8 @@ type CgroupSource struct {
 	cached   []cgroupfs.Cgroup
 	walkErrs []cgroupfs.WalkError
 
+	names *PodNames // nil: no Kubernetes names
+
 	settingsMu sync.Mutex
 	settings   map[string]cpuSettings // by cgroup path
 }
@@ -117,6 +119,11 @@ type walk struct {
 
 func (s *CgroupSource) runWalk(ctx context.Context, w *walk) {
 	cgs, errs := s.layout.Discover(ctx, s.opts)
+	if s.names != nil {
+		for i := range cgs {
+			s.names.name(&cgs[i])
+		}
+	}
 	for i, we := range errs {
 		s.errors.Record(discoveryErrors, we.Path, we.Err)
 		errs[i].Err = counted{we.Err}

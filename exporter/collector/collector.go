@@ -213,7 +213,7 @@ func (r *collectorRun) report(env *Env, ch chan<- prometheus.Metric) {
 		env.Errors.Record(r.name, "scrape", err)
 	}
 	for _, m := range metrics {
-		ch <- m
+		ch <- withoutEmptyLabels(m)
 	}
 	success := 1.0
 	if err != nil {

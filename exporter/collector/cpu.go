@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,13 +24,13 @@ var (
 	cpuLimitDesc = newCgroupDesc("cpu_limit_cores",
 		"CFS bandwidth limit in CPUs (quota / period; v1 cpu.cfs_quota_us, v2 cpu.max). Absent when unlimited.")
 	cpuPeriodDesc = newCgroupDesc("cpu_period_seconds",
-		"CFS enforcement period (v1 cpu.cfs_period_us, v2 cpu.max). Present where a quota is set.")
+		"CFS enforcement period (v1 cpu.cfs_period_us, v2 cpu.max). Present where a quota is set with a period other than the default 0.1 s (absent: 0.1 s).")
 	cpuBurstLimitDesc = newCgroupDesc("cpu_burst_limit_cores",
-		"CFS burst allowance in CPUs (burst / period; v1 cpu.cfs_burst_us, v2 cpu.max.burst). Re-read at most every 30 s.")
+		"CFS burst allowance in CPUs (burst / period; v1 cpu.cfs_burst_us, v2 cpu.max.burst). Re-read at most every 30 s. Present, with the two burst counters, where a quota is set and a burst allowance is or was used (absent: 0).")
 	cpuWeightDesc = newCgroupDesc("cpu_weight",
 		"CPU weight on the cgroup v2 scale 1-10000 (default 100). v1 cpu.shares are converted with the kernel's formula 1 + (shares-2)*9999/262142, so the default 1024 shares read as 39. Re-read at most every 30 s.")
 	cpusetDesc = newCgroupDesc("cpu_cpuset_cpus",
-		"Number of CPUs the cgroup may run on (v1 cpuset.cpus, v2 cpuset.cpus.effective). Re-read at most every 30 s.")
+		"Number of CPUs the cgroup may run on (v1 cpuset.cpus, v2 cpuset.cpus.effective). Re-read at most every 30 s. Present only when fewer than the host's online CPUs (absent: all).")
 	cpuUsageDesc = newCgroupDesc("cpu_usage_seconds_total",
 		"CPU time used by the cgroup and its descendants, by mode (v1 cpuacct.stat, v2 cpu.stat).", "mode")
 	cpuPeriodsDesc = newCgroupDesc("cpu_periods_total",
@@ -48,11 +49,36 @@ var (
 		"PSI: time in which all non-idle tasks of the cgroup waited for CPU (cpu.pressure full total; cgroup v2).")
 )
 
-type cpuCollector struct{ env *Env }
+type cpuCollector struct {
+	env *Env
+	// onlineCPUs is the host's CPU count: a cpuset of all of them is the default and not
+	// exported (0: unknown, always exported).
+	onlineCPUs int
+}
 
 func newCPUCollector(env *Env) (Collector, error) {
-	return &cpuCollector{env: env}, nil
+	return &cpuCollector{env: env, onlineCPUs: hostCPUs(env)}, nil
 }
+
+// hostCPUs counts the CPUs of the root cpuset (the host's, also when the exporter runs in a
+// container with the host's cgroup tree), else the online CPUs in sysfs; 0 when neither reads.
+func hostCPUs(env *Env) int {
+	if l := env.Cgroups.Layout(); l.CPUSet != nil {
+		file := "cpuset.cpus"
+		if l.CPUSet.Version == 2 {
+			file = "cpuset.cpus.effective"
+		}
+		if n, err := cgroupfs.ReadCpusetCount(filepath.Join(l.CPUSet.Dir("/"), file)); err == nil && n > 0 {
+			return n
+		}
+	}
+	n, _ := cgroupfs.ReadCpusetCount(filepath.Join(env.Config.SysPath, "devices", "system", "cpu", "online"))
+	return n
+}
+
+// defaultPeriodUS is the kernel's CFS period: a constant series of it on every cgroup with
+// a quota was one of the per-container series budget's largest wastes.
+const defaultPeriodUS = 100000
 
 func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newTally("cpu", c.env.Errors)
@@ -108,19 +134,23 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 	settings, err := c.env.Cgroups.Settings(cg, true)
 	optional(err)
 	// Like cAdvisor, period, burst and throttling series exist only where a quota is set:
-	// elsewhere they are constant zeros.
+	// elsewhere they are constant zeros. Constant defaults (period 0.1 s, no burst, every
+	// CPU) are not exported either: absent means the default (docs/metrics.md's budget).
 	limited := max.Limited()
+	bursting := limited && (settings.burstUS > 0 || stat.Bursts > 0 || stat.BurstSeconds > 0)
 	if limited {
-		e.gauge(cpuPeriodDesc, float64(max.PeriodUS)/1e6)
+		if max.PeriodUS != defaultPeriodUS {
+			e.gauge(cpuPeriodDesc, float64(max.PeriodUS)/1e6)
+		}
 		e.gauge(cpuLimitDesc, max.Cores())
-		if settings.hasBurst {
+		if settings.hasBurst && bursting {
 			e.gauge(cpuBurstLimitDesc, float64(settings.burstUS)/float64(max.PeriodUS))
 		}
 	}
 	if settings.hasWeight {
 		e.gauge(cpuWeightDesc, float64(settings.weight))
 	}
-	if settings.hasCPUs {
+	if settings.hasCPUs && (c.onlineCPUs == 0 || settings.cpus < c.onlineCPUs) {
 		e.gauge(cpusetDesc, float64(settings.cpus))
 	}
 
@@ -144,7 +174,7 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 		e.counter(cpuThrottledPeriodsDesc, float64(stat.ThrottledPeriods))
 		e.counter(cpuThrottledSecondsDesc, stat.ThrottledSeconds)
 	}
-	if stat.HasBursts && limited {
+	if stat.HasBursts && bursting {
 		e.counter(cpuBurstsDesc, float64(stat.Bursts))
 		e.counter(cpuBurstSecondsDesc, stat.BurstSeconds)
 	}

@@ -55,10 +55,23 @@ Generated from the exporter's own metric descriptors by
 ` + "`go test ./exporter/collector -run TestMetricsDoc -update`" + `; a test fails when this file is stale.
 
 Every per-cgroup series carries the identity labels ` + "`cgroup`" + ` (path from the hierarchy root),
-` + "`pod_uid`" + `, ` + "`container_id`" + ` (runtime-prefixed as kube-state-metrics writes it) and ` + "`qos_class`" + `;
-the last three are empty where the path does not show them. Per-process series add ` + "`process`" + ` (comm, or a
+` + "`pod_uid`" + `, ` + "`container_id`" + ` (runtime-prefixed as kube-state-metrics writes it) and ` + "`qos_class`" + `,
+absent where the path does not show them, and the Kubernetes names ` + "`namespace`" + `, ` + "`pod`" + ` and
+` + "`container`" + ` where the kubelet's log directories under ` + "`--path.podlogs`" + ` (default /var/log) name the pod
+UID or container id (pod-level cgroups: ` + "`namespace`" + ` and ` + "`pod`" + ` only). No series carries an empty-valued
+label. Per-process series add ` + "`process`" + ` (comm, or a
 JVM's main class / jar, made unique within a cgroup) and ` + "`runtime`" + ` (jvm, go, other). The PID appears only on
 ` + "`quota_process_info`" + `. On cgroup v1 a process is attributed to its path in the **cpu** hierarchy.
+
+**Series budget per container cgroup** (default flags; a container with a CPU quota and a memory limit):
+**20** on cgroup v1, **24** on cgroup v2 (its 4 PSI series). cpu: limit, usage (user, system), periods, throttled
+periods, throttled seconds, weight (7; plus 2 PSI on v2); memory: limit, usage, working set, RSS, cache, OOM kills
+(6; plus 2 PSI on v2); effective CPU and memory limit (2); the per-second throttled-ratio histogram with buckets
+le="0.5", le="0.9" and +Inf, _sum and _count (5). Series that would only repeat a default are absent: the period when it
+is 0.1 s, the three burst series without a burst allowance, the cpuset size when it is every CPU of the host (a
+container's own cpuset adds 1, a burst allowance 3). ` + "`--throttle.full-histograms`" + ` exports every bucket of the ratio
+histogram and the per-second throttled-seconds histogram (+19 series). Process series come on top, per process with
+a runtime or above ` + "`--process.min-resident`" + `. A test (TestSeriesBudget) holds the exporter to this budget.
 
 The source of each value (kernel file or runtime data) is in its description. Collectors are switched with
 ` + "`--[no-]collector.<name>`" + `; "(always)" marks the exporter's self-metrics.

@@ -16,7 +16,7 @@ func TestEffectiveLimitsOnFixtureHosts(t *testing.T) {
 		"v2-systemd-kubernetes": {
 			`quota_cpu_effective_limit_cores{cgroup="` + pod + `",container_id="containerd://` + hexA + `",limit_cgroup="` + pod + `",pod_uid="6b2c3f9a-1d2e-4f5a-8b9c-0d1e2f3a4b5c",qos_class="burstable"} 3`,
 			`quota_memory_effective_limit_bytes{cgroup="` + be + `",container_id="cri-o://` + hexC + `",limit_cgroup="/kubepods.slice",pod_uid="11112222-3333-4444-5555-666677778888",qos_class="besteffort"} 7.516192768e+09`,
-			`quota_cpu_effective_limit_cores{cgroup="/system.slice/docker-` + hexE + `.scope",container_id="docker://` + hexE + `",limit_cgroup="/system.slice/docker-` + hexE + `.scope",pod_uid="",qos_class=""} 0.5`,
+			`quota_cpu_effective_limit_cores{cgroup="/system.slice/docker-` + hexE + `.scope",container_id="docker://` + hexE + `",limit_cgroup="/system.slice/docker-` + hexE + `.scope"} 0.5`,
 		},
 		"v1-cgroupfs-kubernetes": {
 			`quota_memory_effective_limit_bytes{cgroup="/kubepods/besteffort/pod99aa88bb-77cc-66dd-55ee-44ff33001122/crio-` + hexC + `",container_id="cri-o://` + hexC + `",limit_cgroup="/kubepods",pod_uid="99aa88bb-77cc-66dd-55ee-44ff33001122",qos_class="besteffort"} 7.516192768e+09`,

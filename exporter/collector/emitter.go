@@ -20,9 +20,11 @@ type emitter struct {
 }
 
 func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
-	pairs := make([]*dto.LabelPair, len(names))
+	pairs := make([]*dto.LabelPair, 0, len(names))
 	for i := range names {
-		pairs[i] = &dto.LabelPair{Name: &names[i], Value: &values[i]}
+		if values[i] != "" { // Prometheus treats an empty label as absent: do not send it
+			pairs = append(pairs, &dto.LabelPair{Name: &names[i], Value: &values[i]})
+		}
 	}
 	sort.Slice(pairs, func(i, j int) bool { return pairs[i].GetName() < pairs[j].GetName() })
 	return emitter{ch: ch, labels: values, pairs: pairs}
@@ -67,5 +69,37 @@ func (m *sharedLabelsMetric) Desc() *prometheus.Desc { return m.desc }
 
 func (m *sharedLabelsMetric) Write(out *dto.Metric) error {
 	out.Label, out.Gauge, out.Counter = m.pairs, m.gauge, m.counter
+	return nil
+}
+
+// withoutEmptyLabels drops empty-valued label pairs from a metric built by client_golang
+// (which writes every variable label): Prometheus treats them as absent, and on every series
+// they only made the response bigger. The emitter's shared pairs never hold empty values.
+func withoutEmptyLabels(m prometheus.Metric) prometheus.Metric {
+	if _, ok := m.(*sharedLabelsMetric); ok {
+		return m
+	}
+	return noEmptyLabels{m}
+}
+
+type noEmptyLabels struct{ prometheus.Metric }
+
+func (m noEmptyLabels) Write(out *dto.Metric) error {
+	if err := m.Metric.Write(out); err != nil {
+		return err
+	}
+	for i, lp := range out.Label {
+		if lp.GetValue() == "" {
+			// Copy: the pairs may be shared with other metrics.
+			kept := append(make([]*dto.LabelPair, 0, len(out.Label)-1), out.Label[:i]...)
+			for _, lp := range out.Label[i+1:] {
+				if lp.GetValue() != "" {
+					kept = append(kept, lp)
+				}
+			}
+			out.Label = kept
+			break
+		}
+	}
 	return nil
 }

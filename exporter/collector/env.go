@@ -17,10 +17,16 @@ type Config struct {
 	BareContainerRuntime string
 	// ThrottleWindow is the per-second sampler's period.
 	ThrottleWindow time.Duration
+	// ThrottleFullHistograms exports every bucket of both per-window histograms; by
+	// default only the ratio's alert thresholds (the per-container series budget).
+	ThrottleFullHistograms bool
 	// Process collectors.
 	ProcessMinResident             uint64
 	ProcessInclude, ProcessExclude *regexp.Regexp
 	SmapsInterval                  time.Duration
+	// PodLogsPath is the host's /var/log, where the kubelet's pods/ and containers/
+	// directories name pods and containers; "" leaves the names out.
+	PodLogsPath string
 }
 
 // Env is what the collectors share, created once per exporter by NewEnv: configuration,
@@ -38,6 +44,9 @@ type Env struct {
 	// Stuck owns the quarantine gates (procread.Gate) of the sources and collectors and
 	// exports their stuck reads; register it with the exporter's own registry.
 	Stuck *StuckReads
+	// PodNames resolves Kubernetes names for the cgroup source and exports the resolver's
+	// own metrics; register it with the exporter's own registry.
+	PodNames *PodNames
 }
 
 // NewEnv finds the cgroup hierarchies and prepares the sources.
@@ -47,7 +56,8 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &Env{Config: cfg, Logger: logger, Errors: errs, Cgroups: cgroups, Stuck: &StuckReads{}}
+	env := &Env{Config: cfg, Logger: logger, Errors: errs, Cgroups: cgroups, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath)}
+	cgroups.names = env.PodNames
 	cgroups.opts.Gate = env.Stuck.Gate(discoveryErrors)
 	if env.Processes, err = NewProcessSource(&env.Config, cgroups, errs); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)

@@ -76,19 +76,7 @@ func TestGoldenScrape(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cpu, _ := newCPUCollector(env)
-			mem, _ := newMemoryCollector(env)
-			eff, _ := newEffectiveCollector(env)
-			thr := newThrottleSampler(env, time.Second)
-			defer thr.Close()
-			// Two sampler windows: the first sets the baseline, between them the quota'd cgroups
-			// are throttled in 3 of 10 periods for 0.2 s.
-			thr.rediscover(context.Background(), 1)
-			thr.sample(context.Background())
-			bumpThrottling(t, env, 10, 3, 0.2)
-			thr.sample(context.Background())
-
-			got := scrapeText(t, env, map[string]Collector{"cpu": cpu, "memory": mem, "effective": eff, "throttle": thr})
+			got := scrapeCgroups(t, env, "effective")
 			golden := filepath.Join("testdata", h.name+".golden.prom")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -104,6 +92,30 @@ func TestGoldenScrape(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scrapeCgroups scrapes env with the cpu, memory and throttle collectors (and any in more)
+// after two sampler windows: the first sets the baseline, between them the quota'd cgroups
+// are throttled in 3 of 10 periods for 0.2 s.
+func scrapeCgroups(t testing.TB, env *Env, more ...string) string {
+	t.Helper()
+	cpu, _ := newCPUCollector(env)
+	mem, _ := newMemoryCollector(env)
+	thr := newThrottleSampler(env, time.Second)
+	defer thr.Close()
+	thr.rediscover(context.Background(), 1)
+	thr.sample(context.Background())
+	bumpThrottling(t, env, 10, 3, 0.2)
+	thr.sample(context.Background())
+	cs := map[string]Collector{"cpu": cpu, "memory": mem, "throttle": thr}
+	for _, n := range more {
+		c, err := registry[n].factory(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[n] = c
+	}
+	return scrapeText(t, env, cs)
 }
 
 // bumpThrottling adds periods, throttled periods and throttled time to every cgroup with a quota.

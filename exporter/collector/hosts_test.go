@@ -58,7 +58,7 @@ var hosts = []host{
 	}},
 	{"hybrid", fixture.Hybrid, []fixture.Cgroup{
 		{Path: "/", PIDs: []int{1, 2, 3}, UserUS: 6e8, SystemUS: 1.3e8, MemUsage: 400 * mib, Anon: 20 * mib, File: 360 * mib, InactiveFile: 180 * mib},
-		{Path: "/quota_demo/gc-storm", PIDs: []int{7001}, QuotaUS: 300000, Periods: 600, Throttled: 480, ThrottledUS: 3.5e9, UserUS: 1.7e8, SystemUS: 3e6, MemUsage: 300 * mib, Anon: 290 * mib, File: 10 * mib},
+		{Path: "/quota_demo/gc-storm", PIDs: []int{7001}, QuotaUS: 150000, PeriodUS: 50000, Periods: 600, Throttled: 480, ThrottledUS: 3.5e9, UserUS: 1.7e8, SystemUS: 3e6, MemUsage: 300 * mib, Anon: 290 * mib, File: 10 * mib},
 		{Path: "/system.slice/docker-" + hexA + ".scope", PIDs: []int{7101}, MemoryLimit: 512 * mib, UserUS: 2e7, SystemUS: 5e6, MemUsage: 400 * mib, Anon: 380 * mib, File: 20 * mib, InactiveFile: 8 * mib},
 		{Path: "/user.slice/user-1000.slice/session-2.scope", PIDs: []int{7201}, UserUS: 1e6, SystemUS: 1e6, MemUsage: 10 * mib, Anon: 8 * mib, File: 2 * mib},
 	}},

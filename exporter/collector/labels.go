@@ -11,11 +11,14 @@ import (
 )
 
 // cgroupLabels identify a cgroup on every per-cgroup series. pod_uid, container_id and
-// qos_class are empty (absent) where the path does not show them.
-var cgroupLabels = []string{"cgroup", "pod_uid", "container_id", "qos_class"}
+// qos_class are absent where the path does not show them (empty values are never sent).
+// namespace, pod and container are the Kubernetes names when the kubelet's log directories
+// name the pod UID or container id (pod-level cgroups: namespace and pod only).
+var cgroupLabels = []string{"cgroup", "pod_uid", "container_id", "qos_class", "namespace", "pod", "container"}
 
 func cgroupLabelValues(cg cgroupfs.Cgroup, extra ...string) []string {
-	vals := append([]string{cg.Path, cg.Identity.PodUID, cg.Identity.ContainerID, cg.Identity.QoSClass}, extra...)
+	id, n := cg.Identity, cg.Names
+	vals := append([]string{cg.Path, id.PodUID, id.ContainerID, id.QoSClass, n.Namespace, n.Pod, n.Container}, extra...)
 	for i, v := range vals {
 		// Label values must be UTF-8; a cgroup path or process name need not be.
 		vals[i] = strings.ToValidUTF8(v, "\uFFFD")

@@ -74,7 +74,7 @@ func value(m *dto.Metric) float64 {
 
 func realEnv(t testing.TB, window time.Duration) *Env {
 	t.Helper()
-	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: window}, discardLogger())
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: window, ThrottleFullHistograms: true}, discardLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestRealCgroupThrottling(t *testing.T) {
 		{"quota_cpu_throttled_periods_total", float64(stat["nr_throttled"])},
 		{"quota_cpu_throttled_seconds_total", float64(stat["throttled_time"]) / 1e9},
 		{"quota_cpu_limit_cores", 0.2},
-		{"quota_cpu_period_seconds", 0.1},
+		// quota_cpu_period_seconds is absent at the default 0.1 s.
 	}
 	for _, c := range checks {
 		if got := value(seriesFor(mfs, c.metric, cg.Path)); math.Abs(got-c.want) > 1e-9 {

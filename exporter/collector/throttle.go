@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -25,18 +26,23 @@ func init() {
 // Bucket bounds. Ratio buckets are fixed; seconds buckets scale with the window (they are
 // for a 1 s window; throttled time is summed over CPUs, so it can exceed the window).
 var (
-	ratioBuckets   = []float64{0, 0.1, 0.25, 0.5, 0.75, 0.9, 1}
-	secondsBuckets = []float64{0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+	ratioBuckets = []float64{0, 0.1, 0.25, 0.5, 0.75, 0.9, 1}
+	// defaultRatioBuckets are the ones exported unless --throttle.full-histograms: the
+	// thresholds the alerts use (more than half, nearly all periods throttled).
+	defaultRatioBuckets = []float64{0.5, 0.9}
+	secondsBuckets      = []float64{0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 )
 
 var (
 	throttledRatioDesc = newCgroupDesc("cpu_throttled_window_ratio",
 		"Per sampler window (--throttle.window, default 1s): the fraction of the window's CFS periods in which the cgroup was throttled. "+
 			"Observed by a background sampler of cpu.stat for every cgroup with a CPU quota, independent of the scrape interval; "+
-			"count - bucket{le=\"0.5\"} = windows with more than half the periods throttled. A window without periods observes 0.")
+			"count - bucket{le=\"0.5\"} = windows with more than half the periods throttled. A window without periods observes 0. "+
+			"Buckets le=\"0.5\", \"0.9\" and +Inf by default; --throttle.full-histograms adds 0, 0.1, 0.25, 0.75 and 1.")
 	throttledSecondsDesc = newCgroupDesc("cpu_throttled_window_seconds",
 		"Per sampler window (--throttle.window, default 1s): throttled time accrued in the window, summed over CPUs (so it can exceed the window). "+
-			"Observed by a background sampler of cpu.stat for every cgroup with a CPU quota.")
+			"Observed by a background sampler of cpu.stat for every cgroup with a CPU quota. "+
+			"Only with --throttle.full-histograms: by default its sum is the increase of quota_cpu_throttled_seconds_total.")
 	samplerCgroupsDesc = prometheus.NewDesc(namespace+"_exporter_throttle_sampler_cgroups",
 		"quota_exporter: cgroups with a CPU quota the per-second throttling sampler is watching.", nil, nil)
 	samplerSecondsDesc = prometheus.NewDesc(namespace+"_exporter_throttle_sampler_seconds_total",
@@ -70,7 +76,8 @@ type throttleCollector struct {
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
-	open    int // descriptors held
+	list    []*throttleSeries // sample's scratch list (only the sampler's goroutine uses it)
+	open    int               // descriptors held
 	spent   time.Duration
 	windows uint64
 }
@@ -112,12 +119,16 @@ func (h *histogram) observe(v float64) {
 	}
 }
 
-func (h *histogram) metric(d *prometheus.Desc, labels []string) prometheus.Metric {
+// metric exports the histogram with the bounds in export (nil: all of them; each must be
+// one of its bounds).
+func (h *histogram) metric(d *prometheus.Desc, labels []string, export []float64) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(h.bounds))
 	var cum uint64
 	for i, b := range h.bounds {
 		cum += h.counts[i]
-		buckets[b] = cum
+		if export == nil || slices.Contains(export, b) {
+			buckets[b] = cum
+		}
 	}
 	return prometheus.MustNewConstHistogram(d, h.count, h.sum, buckets, labels...)
 }
@@ -217,8 +228,16 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	// for it (without sampling meanwhile) but not forever.
 	ctx, cancel := context.WithTimeout(ctx, max(30*c.window, 30*time.Second))
 	defer cancel()
-	cgs, _ := c.env.Cgroups.Cgroups(ctx)
+	// Only the cpu hierarchy's quota files: the full discovery (cgroup.procs, memory
+	// limits) every 10 s was most of the idle sampler's cost. Its errors are the scrape's
+	// discovery's to count.
+	cgs, _ := l.DiscoverQuotas(ctx, c.env.Cgroups.opts)
 	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
+	if n := c.env.PodNames; n != nil {
+		for i := range cgs {
+			n.name(&cgs[i])
+		}
+	}
 	var fresh []*throttleSeries
 	c.mu.Lock()
 	for _, cg := range cgs {
@@ -300,10 +319,11 @@ func readCPUStat(s *throttleSeries) (cgroupfs.CPUStat, error) {
 func (c *throttleCollector) sample(ctx context.Context) {
 	begin := time.Now()
 	c.mu.Lock()
-	list := make([]*throttleSeries, 0, len(c.series))
+	list := c.list[:0] // reused: no garbage per window for the list
 	for _, s := range c.series {
 		list = append(list, s)
 	}
+	c.list = list
 	c.mu.Unlock()
 	b := procread.Budget{Workers: samplerWorkers, Item: c.window / 2, Gate: c.gate, Kind: "cpu.stat"}
 	res := procread.Map(ctx, b, list, func(s *throttleSeries) string { return s.path }, readCPUStat)
@@ -355,8 +375,14 @@ func (c *throttleCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 			continue
 		}
 		labels := cgroupLabelValues(s.cg)
-		ch <- s.ratio.metric(throttledRatioDesc, labels)
-		ch <- s.seconds.metric(throttledSecondsDesc, labels)
+		if c.env.Config.ThrottleFullHistograms {
+			ch <- s.ratio.metric(throttledRatioDesc, labels, nil)
+			ch <- s.seconds.metric(throttledSecondsDesc, labels, nil)
+			continue
+		}
+		// By default the ratio's alert thresholds only, and no seconds histogram: its sum
+		// is the increase of quota_cpu_throttled_seconds_total, its count the ratio's.
+		ch <- s.ratio.metric(throttledRatioDesc, labels, defaultRatioBuckets)
 	}
 	ch <- prometheus.MustNewConstMetric(samplerCgroupsDesc, prometheus.GaugeValue, float64(len(c.series)))
 	ch <- prometheus.MustNewConstMetric(samplerOpenFilesDesc, prometheus.GaugeValue, float64(c.open))

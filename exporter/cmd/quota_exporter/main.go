@@ -55,9 +55,11 @@ func run(args []string) int {
 		exclude     = app.Flag("cgroup.exclude", "Regexp of cgroup paths not to watch (matched against the whole path).").Default("").String()
 		bareRuntime = app.Flag("cgroup.bare-container-runtime", "Runtime prefix for container cgroups named by a bare 64-hex id (Kubernetes cgroupfs driver): containerd, cri-o or docker.").Default("containerd").Enum("containerd", "cri-o", "docker")
 		window      = app.Flag("throttle.window", "Window of the background throttling sampler that feeds quota_cpu_throttled_window_* histograms.").Default("1s").Duration()
+		fullHists   = app.Flag("throttle.full-histograms", "Export every bucket of quota_cpu_throttled_window_ratio and the quota_cpu_throttled_window_seconds histogram (by default: the ratio's le=0.5 and 0.9 buckets only, the per-container series budget of docs/metrics.md).").Bool()
 		minRes      = app.Flag("process.min-resident", "Export processes that are neither JVM nor Go when their resident memory is at least this.").Default("64MiB").Bytes()
 		procInc     = app.Flag("process.include", "Regexp of process names to export (whole name).").Default(".*").String()
 		procExc     = app.Flag("process.exclude", "Regexp of process names not to export (whole name).").Default("").String()
+		podLogs     = app.Flag("path.podlogs", "The host's /var/log: the kubelet's pods/ and containers/ directories there name the pods and containers (namespace, pod, container labels). Only directory names are read. Empty: no names.").Default("/var/log").String()
 		smapsEvery  = app.Flag("process.smaps-interval", "Minimum interval between smaps reads of one process (they walk its page tables).").Default("5m").Duration()
 	)
 	toolkitFlags := webflag.AddFlags(app, defaultListenAddress)
@@ -83,6 +85,7 @@ func run(args []string) int {
 		ProcPath: *procPath, SysPath: *sysPath,
 		BareContainerRuntime: *bareRuntime, ThrottleWindow: *window,
 		ProcessMinResident: uint64(*minRes), SmapsInterval: *smapsEvery,
+		PodLogsPath: *podLogs, ThrottleFullHistograms: *fullHists,
 	}
 	var err error
 	for _, re := range []struct {
@@ -123,7 +126,7 @@ func run(args []string) int {
 	defer set.Close()
 
 	exporterReg := prometheus.NewRegistry()
-	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck)
+	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck, env.PodNames)
 	if !*noExporter {
 		exporterReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

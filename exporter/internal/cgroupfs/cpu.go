@@ -121,7 +121,8 @@ func ReadCPUStat(dir string) (CPUStat, error) {
 // ParseCPUStat parses cpu.stat content into s (the sampler re-reads an open file with it).
 func ParseCPUStat(b []byte, s *CPUStat) error {
 	var hasPeriods, hasThrottled, hasThrottledTime, hasUser, hasSystem bool
-	err := parseKeyed(b, func(k string, v uint64) {
+	err := parseKeyed(b, func(kb []byte, v uint64) {
+		k := string(kb) // on the stack unless kept: no allocation per key
 		switch k {
 		case "nr_periods":
 			s.Periods, hasPeriods = v, true
@@ -164,7 +165,8 @@ func ReadCPUAcctStatV1(dir string) (CPUAcctUsage, error) {
 	var u CPUAcctUsage
 	var hasUser, hasSystem bool
 	err := readFile(filepath.Join(dir, "cpuacct.stat"), func(b []byte) error {
-		return parseKeyed(b, func(k string, v uint64) {
+		return parseKeyed(b, func(kb []byte, v uint64) {
+			k := string(kb) // on the stack unless kept: no allocation per key
 			switch k {
 			case "user":
 				u.UserSeconds, hasUser = float64(v)/kernel.UserHZ, true

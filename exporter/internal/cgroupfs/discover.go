@@ -19,6 +19,9 @@ import (
 type Cgroup struct {
 	Path     string // from the hierarchy root, e.g. /kubepods/burstable/pod<uid>/<id>
 	Identity Identity
+	// Names are the Kubernetes names of Identity's pod or container: not in the path, the
+	// exporter fills them from the kubelet's log directories (package kubenames).
+	Names KubeNames
 	// HasProcs: at least one process sits directly in it (in some watched hierarchy).
 	HasProcs bool
 	// InCPU, InMemory: the path exists in that controller's hierarchy.
@@ -30,6 +33,11 @@ type Cgroup struct {
 	HasCPUMax      bool
 	MemoryLimit    uint64
 	HasMemoryLimit bool
+}
+
+// KubeNames name a Kubernetes pod or container; empty fields are unknown.
+type KubeNames struct {
+	Namespace, Pod, Container string
 }
 
 // WalkOptions select what Discover returns.
@@ -133,11 +141,45 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 	return out, errs
 }
 
+// DiscoverQuotas walks only the cpu hierarchy and returns the cgroups with a CPU quota,
+// reading only their quota files (no cgroup.procs, no memory hierarchy): the throttling
+// sampler's rediscovery, a third of Discover's reads. Reads run within opts' budget and gate
+// as in Discover.
+func (l *Layout) DiscoverQuotas(ctx context.Context, opts WalkOptions) ([]Cgroup, []WalkError) {
+	h := l.CPU
+	if h == nil {
+		return nil, nil
+	}
+	var dirs []dirProbe
+	var errs []WalkError
+	walkDirs(h.MountPoint, func(dir string) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		if p := h.Path(dir); opts.Keep == nil || opts.Keep(p) {
+			dirs = append(dirs, dirProbe{h: h, dir: dir, path: p, cpu: true, quotaOnly: true})
+		}
+		return true
+	}, func(dir string, err error) {
+		errs = append(errs, WalkError{Path: h.Path(dir), Err: err})
+	})
+	errs = append(errs, probeAll(ctx, opts, dirs)...)
+	var out []Cgroup
+	for _, d := range dirs {
+		if d.hasCPUMax && d.cpuMax.Limited() {
+			out = append(out, Cgroup{Path: d.path, Identity: ParseIdentity(d.path, opts.BareRuntime),
+				InCPU: true, InMemory: l.Memory == h, CPUMax: d.cpuMax, HasCPUMax: true})
+		}
+	}
+	return out, errs
+}
+
 // dirProbe is one cgroup directory found by the walk and what reading it told.
 type dirProbe struct {
 	h           *Hierarchy
 	dir, path   string
 	cpu, memory bool // which controllers' files to read here
+	quotaOnly   bool // read the quota only (DiscoverQuotas)
 
 	procs       bool
 	procsErr    error
@@ -148,7 +190,9 @@ type dirProbe struct {
 }
 
 func (d dirProbe) read() (dirProbe, error) {
-	d.procs, d.procsErr = hasProcs(d.dir)
+	if !d.quotaOnly {
+		d.procs, d.procsErr = hasProcs(d.dir)
+	}
 	if d.cpu {
 		d.cpuMax, d.hasCPUMax = readCPUMax(d.h, d.dir)
 	}

@@ -13,7 +13,7 @@ func ReadMemoryEvents(dir string) (map[string]uint64, error) {
 func readKeyedFile(path string) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	err := readFile(path, func(b []byte) error {
-		return parseKeyed(b, func(k string, v uint64) { out[k] = v })
+		return parseKeyed(b, func(k []byte, v uint64) { out[string(k)] = v })
 	})
 	return out, err
 }

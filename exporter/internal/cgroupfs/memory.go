@@ -64,7 +64,8 @@ func ReadMemoryStatsV1(dir string) (Memory, error) {
 	}
 	stat := map[string]uint64{}
 	if err := readFile(filepath.Join(dir, "memory.stat"), func(b []byte) error {
-		return parseKeyed(b, func(k string, v uint64) {
+		return parseKeyed(b, func(kb []byte, v uint64) {
+			k := string(kb) // on the stack unless kept: no allocation per key
 			switch k {
 			case "rss", "cache", "inactive_file", "total_rss", "total_cache", "total_inactive_file":
 				stat[k] = v
@@ -84,7 +85,8 @@ func ReadMemoryStatsV1(dir string) (Memory, error) {
 	m.WorkingSet = workingSet(m.Usage, pick("inactive_file"))
 	// oom_kill appeared in memory.oom_control in kernel 4.13; older kernels have no count.
 	_ = readFile(filepath.Join(dir, "memory.oom_control"), func(b []byte) error {
-		return parseKeyed(b, func(k string, v uint64) {
+		return parseKeyed(b, func(kb []byte, v uint64) {
+			k := string(kb) // on the stack unless kept: no allocation per key
 			if k == "oom_kill" {
 				m.OOMKills, m.HasOOMKills = v, true
 			}
@@ -112,7 +114,8 @@ func ReadMemoryStatsV2(dir string) (Memory, error) {
 	}
 	var inactiveFile uint64
 	if err := readFile(filepath.Join(dir, "memory.stat"), func(b []byte) error {
-		return parseKeyed(b, func(k string, v uint64) {
+		return parseKeyed(b, func(kb []byte, v uint64) {
+			k := string(kb) // on the stack unless kept: no allocation per key
 			switch k {
 			case "anon":
 				m.RSS = v
@@ -127,7 +130,8 @@ func ReadMemoryStatsV2(dir string) (Memory, error) {
 	}
 	m.WorkingSet = workingSet(m.Usage, inactiveFile)
 	if err := readFile(filepath.Join(dir, "memory.events"), func(b []byte) error {
-		return parseKeyed(b, func(k string, v uint64) {
+		return parseKeyed(b, func(kb []byte, v uint64) {
+			k := string(kb) // on the stack unless kept: no allocation per key
 			if k == "oom_kill" {
 				m.OOMKills, m.HasOOMKills = v, true
 			}

@@ -57,7 +57,7 @@ func TestMalformedFiles(t *testing.T) {
 		case "cpu.max":
 			_, err = ReadCPUMaxV2(dir)
 		case "memory.stat":
-			err = readFile(filepath.Join(dir, b.file), func(x []byte) error { return parseKeyed(x, func(string, uint64) {}) })
+			err = readFile(filepath.Join(dir, b.file), func(x []byte) error { return parseKeyed(x, func([]byte, uint64) {}) })
 		case "cpu.pressure":
 			_, err = ReadPSIFile(dir, "cpu")
 		case "cpu.cfs_quota_us":
@@ -187,7 +187,7 @@ func FuzzParseKeyed(f *testing.F) {
 	f.Add([]byte("anon 1\nfile 2\ninactive_file 3\n"))
 	f.Add([]byte("total_rss 1\n\n\nx"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_ = parseKeyed(b, func(string, uint64) {})
+		_ = parseKeyed(b, func([]byte, uint64) {})
 	})
 }
 

@@ -170,7 +170,7 @@ func parseUint(b []byte) (uint64, error) {
 // parseKeyed parses "key value" lines (cpu.stat, memory.stat, memory.events). A line that is
 // not two fields with a number fails the whole file: a torn or foreign file must not yield
 // plausible-looking partial numbers.
-func parseKeyed(b []byte, visit func(key string, v uint64)) error {
+func parseKeyed(b []byte, visit func(key []byte, v uint64)) error {
 	for line := range kernel.Lines(b) {
 		if len(line) == 0 {
 			continue
@@ -183,7 +183,7 @@ func parseKeyed(b []byte, visit func(key string, v uint64)) error {
 		if err != nil {
 			return err
 		}
-		visit(string(line[:sp]), v)
+		visit(line[:sp], v)
 	}
 	return nil
 }
