@@ -105,23 +105,11 @@ func GateDo[T any](ctx context.Context, g *Gate, key, kind string, read func() (
 	if err != nil {
 		return zero, err
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
+	return race(ctx, func() (T, error) {
 		defer leave()
-		v, err := read()
-		ch <- result{v, err}
-	}()
-	ctx, cancel := withDefault(ctx)
-	defer cancel()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
+		return read()
+	}, func() error {
 		g.Abandon(key)
-		return zero, fmt.Errorf("%s %s: %w", kind, key, ErrTimeout)
-	}
+		return fmt.Errorf("%s %s: %w", kind, key, ErrTimeout)
+	})
 }

@@ -82,6 +82,12 @@ func ReadAt(ctx context.Context, f *os.File, buf []byte, off int64) (int, error)
 
 // Do runs read in a goroutine and gives up when the context ends.
 func Do[T any](ctx context.Context, read func() (T, error)) (T, error) {
+	return race(ctx, read, func() error { return ErrTimeout })
+}
+
+// race runs read in a goroutine and returns its result, or timedOut's error when ctx ends
+// first (DefaultTimeout if ctx has no deadline); the abandoned goroutine ends when read does.
+func race[T any](ctx context.Context, read func() (T, error), timedOut func() error) (T, error) {
 	type result struct {
 		v   T
 		err error
@@ -98,7 +104,7 @@ func Do[T any](ctx context.Context, read func() (T, error)) (T, error) {
 		return r.v, r.err
 	case <-ctx.Done():
 		var zero T
-		return zero, ErrTimeout
+		return zero, timedOut()
 	}
 }
 
