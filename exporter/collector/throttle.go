@@ -230,8 +230,12 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	defer cancel()
 	// Only the cpu hierarchy's quota files: the full discovery (cgroup.procs, memory
 	// limits) every 10 s was most of the idle sampler's cost. Its errors are the scrape's
-	// discovery's to count.
-	cgs, _ := l.DiscoverQuotas(ctx, c.env.Cgroups.opts)
+	// discovery's to count. It quarantines through the sampler's own gate: sharing the
+	// discovery gate would refuse (ErrStuck) a scrape's read of a directory this walk is
+	// reading at the same moment, and that cgroup would miss from the scrape.
+	opts := c.env.Cgroups.opts
+	opts.Gate = c.gate
+	cgs, _ := l.DiscoverQuotas(ctx, opts)
 	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
 	if n := c.env.PodNames; n != nil {
 		for i := range cgs {
