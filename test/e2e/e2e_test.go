@@ -315,6 +315,11 @@ var mayBeEmpty = map[string]string{
 	"quota_memory_pressure_stalled_seconds_total": "PSI (memory.pressure) exists on cgroup v2 only; the workloads run in v1 cgroups",
 	"go_gc_pauses_seconds_bucket":                 "the application's own Go runtime histogram (goGCPausesSelector): the stack scrapes only quota_exporter",
 	"go_sched_gomaxprocs_threads":                 "the application's own Go runtime metrics (goRuntimeSelector): the stack scrapes only quota_exporter",
+	"go_sched_pauses_total_gc_seconds":            "the application's own Go runtime metrics (goRuntimeSelector): the stack scrapes only quota_exporter",
+	"quota_cpu_period_seconds":                    "exported only when the period differs from the kernel's 0.1 s default (series budget); the workloads use the default",
+	"quota_cpu_burst_limit_cores":                 "exported only where a burst allowance is set; none of the workloads has one",
+	"quota_cpu_burst_seconds_total":               "exported only where a burst allowance is set; none of the workloads has one",
+	"quota_cpu_cpuset_cpus":                       "exported only when a cgroup's cpuset differs from the root's; the workloads may run on every CPU",
 }
 
 // substitute replaces Grafana's interval macros and the dashboards' template variables with
