@@ -241,22 +241,6 @@ func safeUpdate(ctx context.Context, c Collector, ch chan<- prometheus.Metric) (
 	return err
 }
 
-// WithTimeout returns a prometheus.Collector that runs the set with each scrape bounded by d.
-func (s *Set) WithTimeout(d time.Duration) prometheus.Collector { return timedSet{s, d} }
-
-type timedSet struct {
-	s *Set
-	d time.Duration
-}
-
-func (t timedSet) Describe(ch chan<- *prometheus.Desc) { boundSet{t.s, nil}.Describe(ch) }
-
-func (t timedSet) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), t.d)
-	defer cancel()
-	boundSet{t.s, ctx}.Collect(ch)
-}
-
 // flight is one collection shared by the scrapes that arrive while it runs (singleflight):
 // 200 concurrent scrapes cost one walk of the hierarchies, not 200.
 type flight struct {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -16,17 +18,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// require skips the test locally and fails it on CI (CI=true), as the exporter's testutil does.
-func require(t *testing.T, ok bool, reason string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("required on CI: %s", reason)
-	}
-	t.Skipf("skipped: %s", reason)
-}
+// require is testenv.Require.
+var require = testenv.Require
 
 // TestBenchNodeSmoke runs the real-node benchmark once at N = 100 with short windows. It
 // asserts only that the run completes, sees the containers, and removes every cgroup and

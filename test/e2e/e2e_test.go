@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/test/e2e/stack"
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 const (
@@ -28,17 +29,8 @@ const (
 	minObserve   = 150 * time.Second // the controls are watched at least this long
 )
 
-// require skips the test locally and fails it on CI (CI=true), as the exporter's testutil does.
-func require(t *testing.T, ok bool, reason string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("required on CI: %s", reason)
-	}
-	t.Skipf("skipped: %s", reason)
-}
+// require is testenv.Require.
+var require = testenv.Require
 
 func repoRoot(t *testing.T) string {
 	_, file, _, _ := runtime.Caller(0)

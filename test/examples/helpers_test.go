@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 // repoRoot is the repository root, two levels above this package.
@@ -16,17 +18,8 @@ func repoRoot(t testing.TB) string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// require skips the test locally and fails it on CI (CI=true), as the exporter's testutil does.
-func require(t testing.TB, ok bool, reason string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("required on CI: %s", reason)
-	}
-	t.Skipf("skipped: %s", reason)
-}
+// require is testenv.Require.
+var require = testenv.Require
 
 func readFile(t testing.TB, path string) []byte {
 	t.Helper()

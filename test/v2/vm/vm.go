@@ -29,6 +29,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 // KernelCacheDir is where `make deps-apt` unpacks the kernel package (boot/vmlinuz-*).
@@ -42,18 +44,8 @@ const (
 	MemoryMiB = 1536
 )
 
-// Require skips the test when ok is false, or fails it when CI=true, like the exporter's
-// testutil.Require (this module cannot import the main module's internal packages).
-func Require(t testing.TB, ok bool, reason string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("prerequisite missing on CI (CI=true): %s", reason)
-	}
-	t.Skipf("skipping: %s (run make deps-apt as root; this test must run on CI)", reason)
-}
+// Require is testenv.Require: skipped locally, failed on CI (run make deps-apt as root).
+var Require = testenv.Require
 
 // Host is what booting needs on this machine.
 type Host struct {
