@@ -185,14 +185,7 @@ func TestFIFOInPlaceOfProcessFile(t *testing.T) {
 			defer set.Close()
 			var threads int
 			for i := range 50 {
-				begin := time.Now()
-				mfs, err := set.Gather(context.Background(), wedgeTimeout)
-				if d := time.Since(begin); d > wedgeTimeout+wedgeMargin {
-					t.Fatalf("scrape %d took %v", i, d)
-				}
-				if err != nil {
-					t.Fatalf("scrape %d: %v", i, err)
-				}
+				mfs := gatherWithinDeadline(t, set, i)
 				got := processSeriesKeys(mfs, stuckCg)
 				for k := range healthy {
 					if !got[k] {

@@ -189,14 +189,7 @@ func TestFIFOInPlaceOfCgroupFile(t *testing.T) {
 					var goroutines, threads int
 					started := time.Now()
 					for i := range 50 {
-						begin := time.Now()
-						mfs, err := set.Gather(context.Background(), wedgeTimeout)
-						if d := time.Since(begin); d > wedgeTimeout+wedgeMargin {
-							t.Fatalf("scrape %d took %v", i, d)
-						}
-						if err != nil {
-							t.Fatalf("scrape %d: %v", i, err)
-						}
+						mfs := gatherWithinDeadline(t, set, i)
 						got := seriesKeys(mfs, stuck)
 						warm := time.Since(started) > 6*cfg.ThrottleWindow
 						for k := range healthy {
@@ -364,4 +357,19 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("condition not met in 5 s")
+}
+
+// gatherWithinDeadline runs scrape i of a wedge test and fails unless it answers within the
+// deadline plus the margin.
+func gatherWithinDeadline(t *testing.T, set *Set, i int) []*dto.MetricFamily {
+	t.Helper()
+	begin := time.Now()
+	mfs, err := set.Gather(context.Background(), wedgeTimeout)
+	if d := time.Since(begin); d > wedgeTimeout+wedgeMargin {
+		t.Fatalf("scrape %d took %v", i, d)
+	}
+	if err != nil {
+		t.Fatalf("scrape %d: %v", i, err)
+	}
+	return mfs
 }
