@@ -168,7 +168,7 @@ func (t *tally) err() error {
 // Descriptors of metrics built elsewhere (client_golang), listed for docs/metrics.md.
 var (
 	_ = selfMetric(prometheus.NewDesc(namespace+"_exporter_read_errors_total",
-		"quota_exporter: inputs skipped because they could not be read, by collector and reason (vanished, permission, parse, timeout, io). Counted where they happen: collector=\"discovery\" for cgroup directories the walk could not read, collector=\"process\" for cgroup.procs and processes the process listing could not read, whichever collectors are enabled.",
+		"quota_exporter: inputs skipped because they could not be read, by collector and reason (vanished, permission, parse, timeout, io). Counted where they happen: collector=\"discovery\" for cgroup directories and cgroup.procs files the walk could not read, collector=\"process\" for processes the process listing could not read, whichever collectors are enabled.",
 		[]string{"collector", "reason"}, nil))
 	_ = selfMetric(prometheus.NewDesc(namespace+"_exporter_build_info",
 		"quota_exporter: version, revision, branch and Go version it was built with (prometheus/common version, injected by the Makefile).",

@@ -119,9 +119,7 @@ func allDirs(t testing.TB, root string) []string {
 }
 
 // checkOnce fails for every per-process or per-cgroup file opened more than once in one
-// scrape. cgroup.procs is the known exception: discovery peeks at its first bytes to tell
-// whether a cgroup holds processes (cgroupfs, owned by the discovery code) and the process
-// source reads it whole, so it is opened twice per cgroup with processes.
+// scrape (cgroup.procs included: the walk lists it once and hands the PIDs on).
 func checkOnce(t *testing.T, scrape string, opens map[string]int, scope func(string) bool) (checked int) {
 	t.Helper()
 	var paths []string
@@ -138,7 +136,7 @@ func checkOnce(t *testing.T, scrape string, opens map[string]int, scope func(str
 			continue
 		}
 		checked++
-		if opens[p] > 1 && filepath.Base(p) != "cgroup.procs" {
+		if opens[p] > 1 {
 			t.Errorf("%s: %s opened %d times", scrape, p, opens[p])
 		}
 	}

@@ -34,7 +34,8 @@ const pfKThread = 0x00200000
 const perProcessTimeout = 2 * time.Second
 
 // processErrors is the collector label under which the process source counts the processes
-// and cgroup.procs files it could not read, whatever collectors are enabled. It is the
+// it could not read, whatever collectors are enabled (cgroup.procs is read, and counted, by
+// the discovery walk). It is the
 // process collector's name, as before the source counted on its own.
 const processErrors = "process"
 
@@ -328,30 +329,17 @@ type discovered struct {
 }
 
 func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
-	l := s.cgroups.Layout()
-	h := l.CPU
-	if h == nil {
-		h = l.Memory
-	}
-	if h == nil {
+	if s.cgroups.Layout().ProcessHierarchy() == nil {
 		return nil, nil
 	}
+	// The walk listed each cgroup's processes (cgroup.procs of the process hierarchy) and
+	// counted the cgroups it could not list, as discovery errors.
 	cgs, _ := s.cgroups.Cgroups(ctx)
 	now := time.Now()
 	var errs []error
 	var items []procItem
 	for _, cg := range cgs {
-		if !cg.HasProcs || (h == l.CPU && !cg.InCPU) || (h == l.Memory && !cg.InMemory) {
-			continue
-		}
-		pids, err := cgroupfs.ReadProcs(h.Dir(cg.Path))
-		if err != nil {
-			if !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("%s: %w", cg.Path, err))
-			}
-			continue
-		}
-		for _, pid := range pids {
+		for _, pid := range cg.PIDs {
 			items = append(items, procItem{pid, cg})
 		}
 	}

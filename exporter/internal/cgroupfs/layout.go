@@ -137,6 +137,15 @@ func under(p, dir string) bool {
 }
 
 // String describes the layout for the startup log.
+// ProcessHierarchy is the hierarchy whose cgroup.procs the exporter lists processes from:
+// cpu, else memory (v1 hosts may mount only one of them); nil when neither is mounted.
+func (l *Layout) ProcessHierarchy() *Hierarchy {
+	if l.CPU != nil {
+		return l.CPU
+	}
+	return l.Memory
+}
+
 func (l *Layout) String() string {
 	desc := func(h *Hierarchy) string {
 		if h == nil {
