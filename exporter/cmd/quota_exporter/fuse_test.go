@@ -1,0 +1,363 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+)
+
+// helper is a test's child process that speaks in lines: the FUSE server or the victim.
+type helper struct {
+	name  string
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string
+}
+
+func startHelper(t *testing.T, name string, cmd *exec.Cmd) *helper {
+	t.Helper()
+	// If the test binary dies, its helpers die with it; the server's death aborts the FUSE
+	// connection, which releases every reader blocked on it.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	h := &helper{name: name, cmd: cmd, in: in, lines: make(chan string, 100)}
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			select {
+			case h.lines <- s.Text():
+			default: // nobody waits for these
+			}
+		}
+		close(h.lines)
+	}()
+	return h
+}
+
+// waitLine waits for a line that starts with prefix.
+func (h *helper) waitLine(t *testing.T, prefix string, limit time.Duration) string {
+	t.Helper()
+	timeout := time.After(limit)
+	for {
+		select {
+		case l, ok := <-h.lines:
+			if !ok {
+				t.Fatalf("%s exited before printing %q", h.name, prefix)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-timeout:
+			t.Fatalf("%s did not print %q within %v", h.name, prefix, limit)
+		}
+	}
+}
+
+func (h *helper) say(line string) { _, _ = io.WriteString(h.in, line+"\n") }
+
+// stop closes the helper's input (its signal to finish) and kills it if it has not exited
+// within limit. Our own helpers only: the exporter never signals what it watches.
+func (h *helper) stop(limit time.Duration) {
+	h.in.Close()
+	done := make(chan struct{})
+	go func() { _ = h.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		_ = h.cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(limit):
+		}
+	}
+}
+
+// buildFUSEServer builds testdata/fuseserver, a module of its own (go-fuse stays out of the
+// exporter's go.mod).
+func buildFUSEServer(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "fuseserver")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = "testdata/fuseserver"
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build fuseserver: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func buildC(t *testing.T, dir, src string) string {
+	t.Helper()
+	gcc := testutil.LookPath(t, "gcc")
+	bin := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c"))
+	if out, err := exec.Command(gcc, "-O2", "-Wall", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", src, err, out)
+	}
+	return bin
+}
+
+// requireFUSE checks for root and /dev/fuse and mounts fusectl (where a stuck connection can
+// be aborted) if it is not mounted yet.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	_, err := os.Stat("/dev/fuse")
+	testutil.Require(t, err == nil, "/dev/fuse missing")
+	fss, _ := os.ReadFile("/proc/filesystems")
+	testutil.Require(t, strings.Contains(string(fss), "\tfuse\n"), "kernel without fuse")
+	if mounts, _ := os.ReadFile("/proc/self/mounts"); !strings.Contains(string(mounts), " /sys/fs/fuse/connections ") {
+		if err := unix.Mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, ""); err != nil {
+			t.Logf("fusectl not mounted (%v): the safety net is the server's death", err)
+		}
+	}
+}
+
+// stuckFUSE mounts a FUSE file system (served by a separate process) whose reads are not
+// answered until answer is called. Cleanup answers, aborts the connection, stops the server
+// and lazily unmounts, with short timeouts, so a failing test cannot hang the suite.
+type stuckFUSE struct {
+	server *helper
+	mnt    string
+	conn   string // /sys/fs/fuse/connections/<N>
+}
+
+func mountStuckFUSE(t *testing.T, bin, dir string) *stuckFUSE {
+	t.Helper()
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := &stuckFUSE{mnt: mnt, server: startHelper(t, "fuseserver", exec.Command(bin, "-mount", mnt))}
+	t.Cleanup(func() {
+		f.answer()
+		if f.conn != "" {
+			_ = os.WriteFile(filepath.Join(f.conn, "abort"), []byte("1"), 0o200)
+		}
+		f.server.stop(2 * time.Second)
+		_ = unix.Unmount(mnt, unix.MNT_DETACH)
+	})
+	f.server.waitLine(t, "ready", 20*time.Second)
+	var st unix.Stat_t
+	if err := unix.Stat(mnt, &st); err != nil { // the root's attributes are answered
+		t.Fatal(err)
+	}
+	f.conn = fmt.Sprintf("/sys/fs/fuse/connections/%d", unix.Minor(st.Dev))
+	return f
+}
+
+func (f *stuckFUSE) answer() { f.server.say("answer") }
+
+// readBlocks reports whether reading path does not return within limit. A blocked read
+// leaves its goroutine behind until the FUSE server answers.
+func readBlocks(path string, limit time.Duration) bool {
+	done := make(chan struct{})
+	go func() { _, _ = os.ReadFile(path); close(done) }()
+	select {
+	case <-done:
+		return false
+	case <-time.After(limit):
+		return true
+	}
+}
+
+// sigtermWithin sends SIGTERM to the exporter and fails the test unless it exits within
+// limit; it returns how long the exit took.
+func sigtermWithin(t *testing.T, p *os.Process, limit time.Duration) time.Duration {
+	t.Helper()
+	begin := time.Now()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _, _ = p.Wait(); close(exited) }()
+	select {
+	case <-exited:
+		return time.Since(begin)
+	case <-time.After(limit):
+		t.Fatalf("exporter still running %v after SIGTERM", limit)
+		return 0
+	}
+}
+
+// metricLines are the lines of body for metric name whose labels contain sub.
+func metricLines(body, name, sub string) []string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, name+"{") && strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// stuckProcessReads sums quota_exporter_stuck_reads{collector="process"}.
+func stuckProcessReads(body string) int {
+	n := 0
+	for _, l := range metricLines(body, "quota_exporter_stuck_reads", `collector="process"`) {
+		f := strings.Fields(l)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		n += int(v)
+	}
+	return n
+}
+
+// A real process stuck in the kernel: it has a page of a FUSE file faulted in with its
+// mmap_lock held and a writer queued on the lock, and the FUSE server does not answer, so
+// reads of its /proc/<pid>/cmdline, environ, mem and smaps block (stat, status and, since
+// Linux 6.16, maps do not). The real exporter, scraped 50 times, answers every scrape within
+// the deadline with the healthy process and the cgroup's series, its OS threads stay
+// bounded, quota_exporter_stuck_reads shows the stuck process, SIGTERM exits within 5 s,
+// and once the server answers the stuck reads return and the process's series that were
+// missing (malloc: environ and mem) are exported again.
+func TestRealProcessStuckInKernel(t *testing.T) {
+	requireFUSE(t)
+	cg := testutil.NewCgroup(t, "fuse", testutil.CgroupOptions{QuotaUS: 50000})
+	dir := worldReadableTempDir(t)
+	server := buildFUSEServer(t, dir)
+	victimBin := buildC(t, dir, "testdata/stuckvictim.c")
+	bin := buildExporter(t)
+	fuse := mountStuckFUSE(t, server, dir)
+
+	healthy := startHelper(t, "healthy", cg.Command("sleep", "600"))
+	t.Cleanup(func() { healthy.stop(time.Second) })
+	victim := startHelper(t, "victim", cg.Command(victimBin, filepath.Join(fuse.mnt, "data")))
+	// Registered after the FUSE cleanup, so it runs before it: the victim unblocks only once
+	// the server answers (or the connection is aborted).
+	t.Cleanup(func() { fuse.answer(); victim.stop(2 * time.Second) })
+	victim.waitLine(t, "mapped", 10*time.Second)
+	fuse.server.waitLine(t, "read", 10*time.Second) // the fault is in the kernel, the lock held
+	victim.say("lock")                              // the main thread queues for the lock (write)
+	vpid, hpid := victim.cmd.Process.Pid, healthy.cmd.Process.Pid
+	procDir := fmt.Sprintf("/proc/%d/", vpid)
+	// What the kernel does here (6.18): cmdline and environ wait for the mmap_lock; stat,
+	// status and maps do not.
+	victim.waitLine(t, "locking", 5*time.Second)
+	for try := 0; !readBlocks(procDir+"cmdline", 300*time.Millisecond); try++ {
+		if try == 20 { // the main thread had seconds to reach the lock
+			t.Fatal("/proc/<victim>/cmdline does not block: the victim is not stuck behind its mmap_lock")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, f := range []string{"stat", "status", "maps"} {
+		if readBlocks(procDir+f, 2*time.Second) {
+			t.Logf("note: /proc/<victim>/%s blocks too on this kernel", f)
+		}
+	}
+
+	args := []string{"--scrape.timeout=2s", "--process.min-resident=0", "--cgroup.include=" + cg.Path, "--process.smaps-interval=1s"}
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...)
+	runExporter(t, cmd, addr)
+	limit := 2*time.Second + 500*time.Millisecond
+	pidLabel := func(pid int) string { return fmt.Sprintf(`pid="%d"`, pid) }
+	// The victim's stat and status answer, so it is listed and exported; its malloc series
+	// need /proc/<pid>/environ and mem, which block.
+	victimMalloc := `process="stuckvictim"`
+	var threads, maxThreads int
+	var slowest time.Duration
+	victimListed, victimMalloced := 0, 0
+	var body string
+	for i := range 50 {
+		begin := time.Now()
+		body = scrape(t, addr, limit)
+		slowest = max(slowest, time.Since(begin))
+		for _, want := range []string{
+			`quota_cpu_usage_seconds_total{cgroup="` + cg.Path + `"`,
+			`quota_memory_usage_bytes{cgroup="` + cg.Path + `"`,
+			`quota_exporter_scrape_collector_success{collector="cpu"} 1`,
+			`quota_exporter_scrape_collector_success{collector="memory"} 1`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Fatalf("scrape %d lacks %s", i, want)
+			}
+		}
+		if len(metricLines(body, "quota_process_info", pidLabel(hpid))) == 0 ||
+			len(metricLines(body, "quota_process_allocator_info", `process="sleep"`)) == 0 {
+			t.Fatalf("scrape %d lacks the healthy process %d:\n%s", i, hpid, grepLines(body, "quota_process_"))
+		}
+		if len(metricLines(body, "quota_process_info", pidLabel(vpid))) > 0 {
+			victimListed++
+		}
+		if len(metricLines(body, "quota_process_allocator_info", victimMalloc)) > 0 {
+			victimMalloced++
+		}
+		n := threadsOf(t, cmd.Process.Pid)
+		if i == 2 {
+			threads = n // the stuck reads (one per kind) have started by now
+		}
+		maxThreads = max(maxThreads, n)
+	}
+	final := threadsOf(t, cmd.Process.Pid)
+	t.Logf("50 scrapes with a process stuck in the kernel: slowest %v; exporter threads %d after 3 scrapes, %d after 50 (max %d); "+
+		"victim listed in %d scrapes, its malloc series in %d; stuck reads: %s; timeouts: %s",
+		slowest, threads, final, maxThreads, victimListed, victimMalloced,
+		strings.Join(metricLines(body, "quota_exporter_stuck_reads", ""), "; "),
+		strings.Join(metricLines(body, "quota_exporter_read_errors_total", `reason="timeout"`), "; "))
+	if final > threads+6 {
+		t.Errorf("exporter threads grew from %d to %d over 50 scrapes", threads, final)
+	}
+	if stuckProcessReads(body) == 0 {
+		t.Errorf("quota_exporter_stuck_reads does not show the stuck process:\n%s", grepLines(body, "quota_exporter_"))
+	}
+	if victimMalloced > 0 {
+		t.Errorf("the victim's malloc series were exported in %d scrapes while its mem and environ block", victimMalloced)
+	}
+	if len(metricLines(body, "quota_exporter_read_errors_total", `reason="timeout"`)) == 0 {
+		t.Errorf("no timeout counted:\n%s", grepLines(body, "read_errors_total"))
+	}
+
+	// A second exporter, scraped while the process is stuck, exits within 5 s of SIGTERM.
+	addr2 := freeAddr(t)
+	cmd2 := exec.Command(bin, append([]string{"--web.listen-address=" + addr2}, args...)...)
+	runExporter(t, cmd2, addr2)
+	scrape(t, addr2, limit)
+	scrape(t, addr2, limit)
+	t.Logf("exited %v after SIGTERM with reads stuck in the kernel", sigtermWithin(t, cmd2.Process, 5*time.Second))
+
+	// The server answers: the victim runs on, the exporter's stuck reads return and the
+	// process is exported again.
+	fuse.answer()
+	victim.waitLine(t, "unblocked", 10*time.Second)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		body = scrape(t, addr, limit)
+		back := len(metricLines(body, "quota_process_allocator_info", victimMalloc)) > 0
+		if back && stuckProcessReads(body) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("15 s after the FUSE server answered: victim's malloc series exported %v, stuck reads %d:\n%s",
+				back, stuckProcessReads(body), grepLines(body, "quota_process_"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("the stuck process reappeared within %v of the server's answer", 15*time.Second-time.Until(deadline))
+}
