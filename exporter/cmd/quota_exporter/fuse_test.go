@@ -3,9 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,104 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
-
-// helper is a test's child process that speaks in lines: the FUSE server or the victim.
-type helper struct {
-	name  string
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string
-}
-
-func startHelper(t *testing.T, name string, cmd *exec.Cmd) *helper {
-	t.Helper()
-	// If the test binary dies, its helpers die with it; the server's death aborts the FUSE
-	// connection, which releases every reader blocked on it.
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	h := &helper{name: name, cmd: cmd, in: in, lines: make(chan string, 100)}
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			select {
-			case h.lines <- s.Text():
-			default: // nobody waits for these
-			}
-		}
-		close(h.lines)
-	}()
-	return h
-}
-
-// waitLine waits for a line that starts with prefix.
-func (h *helper) waitLine(t *testing.T, prefix string, limit time.Duration) string {
-	t.Helper()
-	timeout := time.After(limit)
-	for {
-		select {
-		case l, ok := <-h.lines:
-			if !ok {
-				t.Fatalf("%s exited before printing %q", h.name, prefix)
-			}
-			if strings.HasPrefix(l, prefix) {
-				return l
-			}
-		case <-timeout:
-			t.Fatalf("%s did not print %q within %v", h.name, prefix, limit)
-		}
-	}
-}
-
-func (h *helper) say(line string) { _, _ = io.WriteString(h.in, line+"\n") }
-
-// stop closes the helper's input (its signal to finish) and kills it if it has not exited
-// within limit. Our own helpers only: the exporter never signals what it watches.
-func (h *helper) stop(limit time.Duration) {
-	h.in.Close()
-	done := make(chan struct{})
-	go func() { _ = h.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(limit):
-		_ = h.cmd.Process.Kill()
-		select {
-		case <-done:
-		case <-time.After(limit):
-		}
-	}
-}
-
-// buildFUSEServer builds testdata/fuseserver, a module of its own (go-fuse stays out of the
-// exporter's go.mod).
-func buildFUSEServer(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "fuseserver")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = "testdata/fuseserver"
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build fuseserver: %v\n%s", err, out)
-	}
-	return bin
-}
 
 func buildC(t *testing.T, dir, src string) string {
 	t.Helper()
@@ -123,57 +25,6 @@ func buildC(t *testing.T, dir, src string) string {
 	}
 	return bin
 }
-
-// requireFUSE checks for root and /dev/fuse and mounts fusectl (where a stuck connection can
-// be aborted) if it is not mounted yet.
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	testutil.RequireRoot(t)
-	_, err := os.Stat("/dev/fuse")
-	testutil.Require(t, err == nil, "/dev/fuse missing")
-	fss, _ := os.ReadFile("/proc/filesystems")
-	testutil.Require(t, strings.Contains(string(fss), "\tfuse\n"), "kernel without fuse")
-	if mounts, _ := os.ReadFile("/proc/self/mounts"); !strings.Contains(string(mounts), " /sys/fs/fuse/connections ") {
-		if err := unix.Mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, ""); err != nil {
-			t.Logf("fusectl not mounted (%v): the safety net is the server's death", err)
-		}
-	}
-}
-
-// stuckFUSE mounts a FUSE file system (served by a separate process) whose reads are not
-// answered until answer is called. Cleanup answers, aborts the connection, stops the server
-// and lazily unmounts, with short timeouts, so a failing test cannot hang the suite.
-type stuckFUSE struct {
-	server *helper
-	mnt    string
-	conn   string // /sys/fs/fuse/connections/<N>
-}
-
-func mountStuckFUSE(t *testing.T, bin, dir string) *stuckFUSE {
-	t.Helper()
-	mnt := filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f := &stuckFUSE{mnt: mnt, server: startHelper(t, "fuseserver", exec.Command(bin, "-mount", mnt))}
-	t.Cleanup(func() {
-		f.answer()
-		if f.conn != "" {
-			_ = os.WriteFile(filepath.Join(f.conn, "abort"), []byte("1"), 0o200)
-		}
-		f.server.stop(2 * time.Second)
-		_ = unix.Unmount(mnt, unix.MNT_DETACH)
-	})
-	f.server.waitLine(t, "ready", 20*time.Second)
-	var st unix.Stat_t
-	if err := unix.Stat(mnt, &st); err != nil { // the root's attributes are answered
-		t.Fatal(err)
-	}
-	f.conn = fmt.Sprintf("/sys/fs/fuse/connections/%d", unix.Minor(st.Dev))
-	return f
-}
-
-func (f *stuckFUSE) answer() { f.server.say("answer") }
 
 // readBlocks reports whether reading path does not return within limit. A blocked read
 // leaves its goroutine behind until the FUSE server answers.
@@ -238,28 +89,26 @@ func stuckProcessReads(body string) int {
 // and once the server answers the stuck reads return and the process's series that were
 // missing (malloc: environ and mem) are exported again.
 func TestRealProcessStuckInKernel(t *testing.T) {
-	requireFUSE(t)
 	cg := testutil.NewCgroup(t, "fuse", testutil.CgroupOptions{QuotaUS: 50000})
 	dir := worldReadableTempDir(t)
-	server := buildFUSEServer(t, dir)
 	victimBin := buildC(t, dir, "testdata/stuckvictim.c")
 	bin := buildExporter(t)
-	fuse := mountStuckFUSE(t, server, dir)
+	fuse := testutil.MountStuckFUSE(t)
 
-	healthy := startHelper(t, "healthy", cg.Command("sleep", "600"))
-	t.Cleanup(func() { healthy.stop(time.Second) })
-	victim := startHelper(t, "victim", cg.Command(victimBin, filepath.Join(fuse.mnt, "data")))
+	healthy := testutil.StartHelper(t, "healthy", cg.Command("sleep", "600"))
+	t.Cleanup(func() { healthy.Stop(time.Second) })
+	victim := testutil.StartHelper(t, "victim", cg.Command(victimBin, fuse.Data))
 	// Registered after the FUSE cleanup, so it runs before it: the victim unblocks only once
 	// the server answers (or the connection is aborted).
-	t.Cleanup(func() { fuse.answer(); victim.stop(2 * time.Second) })
-	victim.waitLine(t, "mapped", 10*time.Second)
-	fuse.server.waitLine(t, "read", 10*time.Second) // the fault is in the kernel, the lock held
-	victim.say("lock")                              // the main thread queues for the lock (write)
-	vpid, hpid := victim.cmd.Process.Pid, healthy.cmd.Process.Pid
+	t.Cleanup(func() { fuse.Answer(); victim.Stop(2 * time.Second) })
+	victim.WaitLine(t, "mapped", 10*time.Second)
+	fuse.WaitRead(t, 10*time.Second) // the fault is in the kernel, the lock held
+	victim.Say("lock")               // the main thread queues for the lock (write)
+	vpid, hpid := victim.Cmd.Process.Pid, healthy.Cmd.Process.Pid
 	procDir := fmt.Sprintf("/proc/%d/", vpid)
 	// What the kernel does here (6.18): cmdline and environ wait for the mmap_lock; stat,
 	// status and maps do not.
-	victim.waitLine(t, "locking", 5*time.Second)
+	victim.WaitLine(t, "locking", 5*time.Second)
 	for try := 0; !readBlocks(procDir+"cmdline", 300*time.Millisecond); try++ {
 		if try == 20 { // the main thread had seconds to reach the lock
 			t.Fatal("/proc/<victim>/cmdline does not block: the victim is not stuck behind its mmap_lock")
@@ -344,8 +193,8 @@ func TestRealProcessStuckInKernel(t *testing.T) {
 
 	// The server answers: the victim runs on, the exporter's stuck reads return and the
 	// process is exported again.
-	fuse.answer()
-	victim.waitLine(t, "unblocked", 10*time.Second)
+	fuse.Answer()
+	victim.WaitLine(t, "unblocked", 10*time.Second)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		body = scrape(t, addr, limit)
