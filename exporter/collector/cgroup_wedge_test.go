@@ -5,6 +5,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,13 +20,14 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
-// One cgroup's cpu.weight blocks inside the kernel (a link to a FUSE file whose server does
-// not answer; a FIFO cannot do this, the exporter opens files non-blocking). The settings
-// read of that cgroup costs one budget once and is then quarantined; no other cgroup's
-// settings wait for it (no lock is held across the read); the cpu collector serves every
-// other cgroup's series, weight included, within the deadline in every scrape; once the
-// server answers, the read returns and the quarantine ends.
-func TestSettingsReadBlockedInKernel(t *testing.T) {
+// One cgroup's cpu.weight and memory.stat block inside the kernel (links to a FUSE file whose
+// server does not answer; a FIFO cannot do this, the exporter opens files non-blocking). The
+// settings read of that cgroup costs one budget once and is then quarantined; no other
+// cgroup's settings wait for it (no lock is held across the read); the cpu and memory
+// collectors serve every other cgroup's series, weight included, within the deadline in
+// every scrape, and quarantine the stuck cgroup's files; once the server answers, the reads
+// return and the quarantine ends.
+func TestCgroupFilesBlockedInKernel(t *testing.T) {
 	fuse := testutil.MountStuckFUSE(t)
 	root := t.TempDir()
 	if err := fixture.Write(root, fixture.V2, []fixture.Cgroup{
@@ -39,6 +41,14 @@ func TestSettingsReadBlockedInKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(fuse.Data, weight); err != nil {
+		t.Fatal(err)
+	}
+	// The memory collector's file too: it reads cgroups through a gate of its own.
+	memStat := filepath.Join(root, "sys/fs/cgroup/stuck.scope/memory.stat")
+	if err := os.Remove(memStat); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(fuse.Data, memStat); err != nil {
 		t.Fatal(err)
 	}
 	env, err := NewEnv(Config{ProcPath: filepath.Join(root, "proc"), SysPath: filepath.Join(root, "sys")}, promslog.NewNopLogger())
@@ -82,7 +92,7 @@ func TestSettingsReadBlockedInKernel(t *testing.T) {
 		t.Fatalf("quarantined settings: %v after %v", err, time.Since(begin))
 	}
 
-	set, err := NewSet(env, []string{"cpu"})
+	set, err := NewSet(env, []string{"cpu", "memory"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +100,8 @@ func TestSettingsReadBlockedInKernel(t *testing.T) {
 	for i := range 20 {
 		mfs := gatherWithinDeadline(t, set, i)
 		got := seriesKeys(mfs, "")
-		for _, want := range []string{"quota_cpu_weight,cgroup=/ok.scope", "quota_cpu_usage_seconds_total,cgroup=/ok.scope", "quota_cpu_usage_seconds_total,cgroup=/stuck.scope"} {
+		for _, want := range []string{"quota_cpu_weight,cgroup=/ok.scope", "quota_cpu_usage_seconds_total,cgroup=/ok.scope",
+			"quota_cpu_usage_seconds_total,cgroup=/stuck.scope", "quota_memory_usage_bytes,cgroup=/ok.scope"} {
 			found := false
 			for k := range got {
 				found = found || k == want || strings.HasPrefix(k, want+",")
@@ -101,9 +112,29 @@ func TestSettingsReadBlockedInKernel(t *testing.T) {
 		}
 	}
 
+	if got := stuckByKind(env)["memory/cgroup files"]; got != 1 {
+		t.Errorf("stuck memory cgroup files = %d, want 1", got)
+	}
+	if strings.Contains(fmt.Sprint(seriesKeys(gatherWithinDeadline(t, set, 20), "")), "quota_memory_usage_bytes,cgroup=/stuck.scope") {
+		t.Error("the stuck cgroup's memory series exported")
+	}
+
 	fuse.Answer()
-	waitUntil(t, func() bool { return len(gate.Stuck()) == 0 })
+	waitUntil(t, func() bool { return len(gate.Stuck()) == 0 && len(stuckByKind(env)) == 0 })
 	if _, err := env.Cgroups.Settings(stuck, true); errors.Is(err, procread.ErrTimeout) {
 		t.Fatalf("after the server answered: %v", err) // it answers 'x'es: a parse error
 	}
+}
+
+// stuckByKind sums the stuck reads of every gate of env by "collector/kind".
+func stuckByKind(env *Env) map[string]int {
+	out := map[string]int{}
+	env.Stuck.mu.Lock()
+	defer env.Stuck.mu.Unlock()
+	for _, g := range env.Stuck.gates {
+		for kind, n := range g.Stuck() {
+			out[g.Name()+"/"+kind] += n
+		}
+	}
+	return out
 }
