@@ -310,7 +310,9 @@ func TestChurnSoak(t *testing.T) {
 	if len(seenCgroups)-1 < len(removed)/2 || goScrapes < len(latencies)/2 {
 		t.Errorf("the churn was not seen: %d of %d cgroups, Go processes in %d of %d scrapes", len(seenCgroups)-1, len(removed), goScrapes, len(latencies))
 	}
-	if rate < 100 {
+	// About 200 a second on an idle machine; far fewer means the loops did not run (a
+	// loaded machine slows them, hence the low bar).
+	if rate < 50 {
 		t.Errorf("only %.0f processes/s spawned: the soak did not churn as intended", rate)
 	}
 }
