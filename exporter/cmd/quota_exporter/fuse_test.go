@@ -58,6 +58,18 @@ func sigtermWithin(t *testing.T, p *os.Process, limit time.Duration) time.Durati
 	}
 }
 
+// startVictim starts a process that maps fuse's file and faults it in with its mmap_lock
+// held (testdata/stuckvictim.c, govictim), and stops it at cleanup, after the server has been
+// told to answer: it unblocks only then (or when the connection is aborted, which the FUSE
+// cleanup, registered earlier and so run later, does).
+func startVictim(t *testing.T, fuse *testutil.FUSE, name string, cmd *exec.Cmd) *testutil.Helper {
+	t.Helper()
+	v := testutil.StartHelper(t, name, cmd)
+	t.Cleanup(func() { fuse.Answer(); v.Stop(2 * time.Second) })
+	v.WaitLine(t, "mapped", 10*time.Second)
+	return v
+}
+
 // metricLines are the lines of body for metric name whose labels contain sub.
 func metricLines(body, name, sub string) []string {
 	var out []string
@@ -80,41 +92,47 @@ func stuckProcessReads(body string) int {
 	return n
 }
 
-// A real process stuck in the kernel: it has a page of a FUSE file faulted in with its
-// mmap_lock held and a writer queued on the lock, and the FUSE server does not answer, so
-// reads of its /proc/<pid>/cmdline, environ, mem and smaps block (stat, status and, since
-// Linux 6.16, maps do not). The real exporter, scraped 50 times, answers every scrape within
-// the deadline with the healthy process and the cgroup's series, its OS threads stay
-// bounded, quota_exporter_stuck_reads shows the stuck process, SIGTERM exits within 5 s,
-// and once the server answers the stuck reads return and the process's series that were
-// missing (malloc: environ and mem) are exported again.
+// Real processes stuck in the kernel: a C (glibc) and a Go program each have a page of a
+// FUSE file faulted in with their mmap_lock held and a writer queued on the lock, and the
+// FUSE server does not answer, so reads of their /proc/<pid>/cmdline, environ, mem and
+// smaps block (stat, status and, since Linux 6.16, maps do not). The real exporter, scraped
+// 50 times, answers every scrape within the deadline with the healthy process and the
+// cgroup's series, its OS threads stay bounded, quota_exporter_stuck_reads shows the stuck
+// reads, SIGTERM exits within 5 s, and once the server answers the stuck reads return and
+// the series that were missing (the C program's malloc series: environ and mem; the Go
+// program, whose runtime detection blocked) are exported again.
 func TestRealProcessStuckInKernel(t *testing.T) {
 	cg := testutil.NewCgroup(t, "fuse", testutil.CgroupOptions{QuotaUS: 50000})
 	dir := worldReadableTempDir(t)
 	victimBin := buildC(t, dir, "testdata/stuckvictim.c")
+	goVictimBin := filepath.Join(dir, "govictim")
+	if out, err := exec.Command("go", "build", "-o", goVictimBin, "./testdata/govictim").CombinedOutput(); err != nil {
+		t.Fatalf("build govictim: %v\n%s", err, out)
+	}
 	bin := buildExporter(t)
 	fuse := testutil.MountStuckFUSE(t)
 
 	healthy := testutil.StartHelper(t, "healthy", cg.Command("sleep", "600"))
 	t.Cleanup(func() { healthy.Stop(time.Second) })
-	victim := testutil.StartHelper(t, "victim", cg.Command(victimBin, fuse.Data))
-	// Registered after the FUSE cleanup, so it runs before it: the victim unblocks only once
-	// the server answers (or the connection is aborted).
-	t.Cleanup(func() { fuse.Answer(); victim.Stop(2 * time.Second) })
-	victim.WaitLine(t, "mapped", 10*time.Second)
+	// Two victims, C (glibc) and Go, on the same FUSE page (the second waits for the page
+	// the first one's read is filling).
+	victim := startVictim(t, fuse, "victim", cg.Command(victimBin, fuse.Data))
 	fuse.WaitRead(t, 10*time.Second) // the fault is in the kernel, the lock held
-	victim.Say("lock")               // the main thread queues for the lock (write)
-	vpid, hpid := victim.Cmd.Process.Pid, healthy.Cmd.Process.Pid
-	procDir := fmt.Sprintf("/proc/%d/", vpid)
+	goVictim := startVictim(t, fuse, "govictim", cg.Command(goVictimBin, fuse.Data))
+	vpid, gpid, hpid := victim.Cmd.Process.Pid, goVictim.Cmd.Process.Pid, healthy.Cmd.Process.Pid
 	// What the kernel does here (6.18): cmdline and environ wait for the mmap_lock; stat,
 	// status and maps do not.
-	victim.WaitLine(t, "locking", 5*time.Second)
-	for try := 0; !readBlocks(procDir+"cmdline", 300*time.Millisecond); try++ {
-		if try == 20 { // the main thread had seconds to reach the lock
-			t.Fatal("/proc/<victim>/cmdline does not block: the victim is not stuck behind its mmap_lock")
+	for _, v := range []*testutil.Helper{victim, goVictim} {
+		v.Say("lock") // the main thread queues for the lock (write)
+		v.WaitLine(t, "locking", 5*time.Second)
+		for try := 0; !readBlocks(fmt.Sprintf("/proc/%d/cmdline", v.Cmd.Process.Pid), 300*time.Millisecond); try++ {
+			if try == 20 { // the main thread had seconds to reach the lock
+				t.Fatalf("/proc/<%s>/cmdline does not block: it is not stuck behind its mmap_lock", v.Name)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	procDir := fmt.Sprintf("/proc/%d/", vpid)
 	for _, f := range []string{"stat", "status", "maps"} {
 		if readBlocks(procDir+f, 2*time.Second) {
 			t.Logf("note: /proc/<victim>/%s blocks too on this kernel", f)
@@ -132,7 +150,7 @@ func TestRealProcessStuckInKernel(t *testing.T) {
 	victimMalloc := `process="stuckvictim"`
 	var threads, maxThreads int
 	var slowest time.Duration
-	victimListed, victimMalloced := 0, 0
+	victimListed, victimMalloced, goListed := 0, 0, 0
 	var body string
 	for i := range 50 {
 		begin := time.Now()
@@ -158,6 +176,9 @@ func TestRealProcessStuckInKernel(t *testing.T) {
 		if len(metricLines(body, "quota_process_allocator_info", victimMalloc)) > 0 {
 			victimMalloced++
 		}
+		if len(metricLines(body, "quota_process_info", pidLabel(gpid))) > 0 {
+			goListed++
+		}
 		n := threadsOf(t, cmd.Process.Pid)
 		if i == 2 {
 			threads = n // the stuck reads (one per kind) have started by now
@@ -166,8 +187,8 @@ func TestRealProcessStuckInKernel(t *testing.T) {
 	}
 	final := threadsOf(t, cmd.Process.Pid)
 	t.Logf("50 scrapes with a process stuck in the kernel: slowest %v; exporter threads %d after 3 scrapes, %d after 50 (max %d); "+
-		"victim listed in %d scrapes, its malloc series in %d; stuck reads: %s; timeouts: %s",
-		slowest, threads, final, maxThreads, victimListed, victimMalloced,
+		"victim listed in %d scrapes, its malloc series in %d, Go victim listed in %d; stuck reads: %s; timeouts: %s",
+		slowest, threads, final, maxThreads, victimListed, victimMalloced, goListed,
 		strings.Join(metricLines(body, "quota_exporter_stuck_reads", ""), "; "),
 		strings.Join(metricLines(body, "quota_exporter_read_errors_total", `reason="timeout"`), "; "))
 	if final > threads+6 {
@@ -195,18 +216,20 @@ func TestRealProcessStuckInKernel(t *testing.T) {
 	// process is exported again.
 	fuse.Answer()
 	victim.WaitLine(t, "unblocked", 10*time.Second)
+	goVictim.WaitLine(t, "unblocked", 10*time.Second)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		body = scrape(t, addr, limit)
-		back := len(metricLines(body, "quota_process_allocator_info", victimMalloc)) > 0
+		back := len(metricLines(body, "quota_process_allocator_info", victimMalloc)) > 0 &&
+			len(metricLines(body, "quota_process_info", pidLabel(gpid))) > 0
 		if back && stuckProcessReads(body) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("15 s after the FUSE server answered: victim's malloc series exported %v, stuck reads %d:\n%s",
+			t.Fatalf("15 s after the FUSE server answered: victim's malloc series and the Go victim exported %v, stuck reads %d:\n%s",
 				back, stuckProcessReads(body), grepLines(body, "quota_process_"))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Logf("the stuck process reappeared within %v of the server's answer", 15*time.Second-time.Until(deadline))
+	t.Logf("the stuck processes' series reappeared within %v of the server's answer", 15*time.Second-time.Until(deadline))
 }

@@ -63,8 +63,10 @@ func (f *dataFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Attr
 	return 0
 }
 
+// Open keeps the page cache: without FOPEN_KEEP_CACHE the kernel would invalidate it on each
+// open, which waits for the page an unanswered read has locked.
 func (f *dataFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	return nil, 0, 0
+	return nil, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Read holds the request until "answer": the kernel's request (a page fault's readahead) is
