@@ -183,6 +183,9 @@ local utils = import '../lib/utils.libsonnet';
           if c.kubeNamesSource == 'kube-state-metrics' then [{
             // Kubernetes names per cgroup from kube-state-metrics: containers by container id,
             // pod slices by pod UID. Alerts join it on the cgroup (see _config.kubeNamesSource).
+            // A container kube-state-metrics no longer lists (restarted: its info now carries the
+            // new container id, as for the OOM-killed container whose kill counter the exporter
+            // keeps) still gets its pod's namespace and name through the pod UID.
             record: 'cgroup:quota_kube_names:info',
             expr: |||
               (
@@ -190,9 +193,11 @@ local utils = import '../lib/utils.libsonnet';
                   * on(%(ksmPrefix)scontainer_id) group_left(namespace, pod, container)
                 max by (%(ksmPrefix)scontainer_id, namespace, pod, container) (kube_pod_container_info{%(ksm)s, container_id!=""})
               )
-              or
+              or on(%(by)s)
               (
-                group by (%(by)s, pod_uid) (quota_cpu_usage_seconds_total{%(sel)s, pod_uid!="", container_id=""})
+                group by (%(by)s, pod_uid) (
+                  quota_cpu_usage_seconds_total{%(sel)s, pod_uid!=""} or quota_memory_oom_kills_total{%(sel)s, pod_uid!=""}
+                )
                   * on(%(ksmPrefix)spod_uid) group_left(namespace, pod)
                 max by (%(ksmPrefix)spod_uid, namespace, pod) (label_replace(kube_pod_info{%(ksm)s}, "pod_uid", "$1", "uid", "(.*)"))
               )
