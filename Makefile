@@ -57,6 +57,9 @@ test-mixin:
 	@for f in $$(find mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort); do $(TOOLS) jsonnet-lint $$f || exit 1; done
 	$(TOOLS) promtool check rules alerts/quota-rules.yaml alerts/quota-alerts.yaml
 	$(TOOLS) promtool test rules mixin/tests/alerts_test.yaml
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	  $(TOOLS) jsonnet -S -m $$tmp mixin/tests/ksm.jsonnet >/dev/null && cp mixin/tests/ksm_test.yaml $$tmp/ && \
+	  $(TOOLS) promtool test rules $$tmp/ksm_test.yaml
 	cd test && $(GO) test -count=1 ./mixin/
 
 # Deployment-example checks: Kubernetes manifests decoded strictly, compose file, configs.

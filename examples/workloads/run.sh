@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh start|stop|status|build [scenario...]
+# run.sh start|stop|status|build|ident [scenario...]
 #
 # Builds the demo workloads and runs each one in its own cgroup with its own CPU quota (and a
 # memory limit where it matters), so that the five field reports in ../../shared/seeds happen
@@ -8,6 +8,15 @@
 #   cgroup v1: /sys/fs/cgroup/{cpu,cpuacct,cpuset,memory}/quota-demo/<scenario>
 #   cgroup v2: <cgroup2 mount>/quota-demo/<scenario>, when a cgroup2 mount has the cpu controller
 #   (quota-demo is $QUOTA_DEMO_CGROUP when set)
+#
+# With QUOTA_DEMO_LAYOUT=kubepods each scenario runs as the one container of a Kubernetes pod, laid
+# out as the kubelet's cgroupfs driver does: <parent>/kubepods/burstable/pod<uid>/<64-hex id>, the
+# pod with the same CPU quota and memory limit as its container (a single-container pod's limits
+# are its container's), and the kubelet's log directories written under $QUOTA_DEMO_PODLOGS
+# (default $QUOTA_DEMO_DIR/podlogs: pods/<ns>_<pod>_<uid>/<container>/ and
+# containers/<pod>_<ns>_<container>-<id>.log) so that the exporter, run with
+# --path.podlogs=<that dir>, names them: namespace quota-demo, pod <scenario>-<hash>, container
+# <scenario>. `run.sh ident NAME` prints a scenario's cgroup path, namespace, pod and container.
 #
 # start is idempotent (a running scenario is left alone, leftovers of a failed run are cleaned
 # first) and a scenario that fails to start is removed again; stop kills what runs in the
@@ -30,11 +39,48 @@ V1_CONTROLLERS=(cpu cpuacct cpuset memory)
 PARENT=${QUOTA_DEMO_CGROUP:-quota-demo}
 [[ $PARENT =~ ^[A-Za-z0-9._-]+$ ]] || { echo "run.sh: bad QUOTA_DEMO_CGROUP '$PARENT'" >&2; exit 1; }
 PERIOD_US=100000
+LAYOUT=${QUOTA_DEMO_LAYOUT:-flat}
+[[ $LAYOUT == flat || $LAYOUT == kubepods ]] || { echo "run.sh: bad QUOTA_DEMO_LAYOUT '$LAYOUT' (flat|kubepods)" >&2; exit 1; }
+PODLOGS=${QUOTA_DEMO_PODLOGS:-$STATE/podlogs}
+NAMESPACE=quota-demo
 
-ALL=(jvm-gc-storm jvm-warmup go-gomaxprocs rss-creep rss-creep-control kernel-contention jvm-healthy go-healthy)
+ALL=(jvm-gc-storm jvm-warmup go-gomaxprocs rss-creep rss-creep-control kernel-contention jvm-healthy go-healthy oom-crash)
 
 log() { printf 'run.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
+
+# Kubernetes identity of a scenario in the kubepods layout, stable across runs: the pod UID from
+# the name, the container id from the name and the restart count (a restarted container gets a
+# new id and cgroup, as with the kubelet).
+pod_uid() { printf '%s' "$1" | md5sum | sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12}).*/\1-\2-\3-\4-\5/'; }
+pod_name() { local u; u=$(pod_uid "$1"); echo "$1-${u:0:5}"; }
+restarts() { cat "$PIDS/$1.restarts" 2>/dev/null || echo 0; }
+container_id() { printf '%s/%s' "$1" "$(restarts "$1")" | sha256sum | cut -c1-64; }
+
+# pod_rel NAME / rel NAME: a scenario's pod and container cgroup under the parent.
+pod_rel() { echo "kubepods/burstable/pod$(pod_uid "$1")"; }
+rel() {
+	if [[ $LAYOUT == kubepods ]]; then echo "$(pod_rel "$1")/$(container_id "$1")"; else echo "$1"; fi
+}
+
+# write_podlogs NAME writes the kubelet's log directories of the scenario's pod and container.
+write_podlogs() {
+	local name=$1 uid pod cid
+	uid=$(pod_uid "$name") pod=$(pod_name "$name") cid=$(container_id "$name")
+	mkdir -p "$PODLOGS/pods/${NAMESPACE}_${pod}_${uid}/$name" "$PODLOGS/containers"
+	: >"$PODLOGS/pods/${NAMESPACE}_${pod}_${uid}/$name/$(restarts "$name").log"
+	ln -sf "$PODLOGS/pods/${NAMESPACE}_${pod}_${uid}/$name/$(restarts "$name").log" \
+		"$PODLOGS/containers/${pod}_${NAMESPACE}_${name}-${cid}.log"
+}
+
+ident() {
+	local name=$1
+	if [[ $LAYOUT == kubepods ]]; then
+		echo "/$PARENT/$(rel "$name") $NAMESPACE $(pod_name "$name") $name"
+	else
+		echo "/$PARENT/$name - - -"
+	fi
+}
 
 # spec NAME sets QUOTA_US, MEM_LIMIT (bytes, 0 = none) and CMD (the workload's command line).
 spec() {
@@ -67,6 +113,13 @@ spec() {
 	go-healthy) # control: GOMAXPROCS=2 on a 2-core quota, light load
 		QUOTA_US=200000 MEM_LIMIT=$((512 << 20))
 		CMD=(env GOMAXPROCS=2 "$BUILD/go-healthy" -rate 20) ;;
+	oom-crash) # a container OOM-killed after $OOM_AFTER s (default 20); once restarted it only sleeps
+		QUOTA_US=100000 MEM_LIMIT=$((32 << 20))
+		if (($(restarts "$name") == 0)); then
+			CMD=(/bin/sh -c 'sleep "$1"; exec tail /dev/zero' sh "${OOM_AFTER:-20}")
+		else
+			CMD=(sleep 1000000)
+		fi ;;
 	*) die "unknown scenario '$name' (known: ${ALL[*]})" ;;
 	esac
 	local override="QUOTA_US_${name//-/_}"
@@ -127,10 +180,10 @@ v2_mount() {
 dirs() {
 	local c v2
 	for c in "${V1_CONTROLLERS[@]}"; do
-		[[ -e $V1/$c/cgroup.procs && ! -e $V1/$c/cgroup.subtree_control ]] && echo "$V1/$c/$PARENT/$1"
+		[[ -e $V1/$c/cgroup.procs && ! -e $V1/$c/cgroup.subtree_control ]] && echo "$V1/$c/$PARENT/$(rel "$1")"
 	done
 	v2=$(v2_mount)
-	if [[ -n $v2 ]]; then echo "$v2/$PARENT/$1"; fi
+	if [[ -n $v2 ]]; then echo "$v2/$PARENT/$(rel "$1")"; fi
 	return 0
 }
 
@@ -147,36 +200,46 @@ running() {
 }
 
 create_cgroups() {
-	local name=$1 d v2
+	local name=$1 d v2 r seg segs f
 	spec "$name"
 	for d in $(dirs "$name"); do mkdir -p "$d"; done
+	# Every level from the parent down gets cpuset CPUs (v1) and the controllers (v2); the
+	# container, and in the kubepods layout its pod before it (v1 refuses a child quota above
+	# its parent's), get the limits.
+	local levels=("$PARENT") limited=("$PARENT/$(rel "$name")")
+	r=$PARENT
+	IFS=/ read -ra segs <<<"$(rel "$name")"
+	for seg in "${segs[@]}"; do r+="/$seg" && levels+=("$r"); done
+	[[ $LAYOUT == kubepods ]] && limited=("$PARENT/$(pod_rel "$name")" "${limited[@]}")
 	v2=$(v2_mount)
 	if [[ -n $v2 ]]; then
-		# v2: controllers must be enabled top-down before the leaf gets cpu.max/memory.max.
+		# v2: controllers must be enabled top-down before a cgroup gets cpu.max/memory.max.
 		local ctl=+cpu
 		grep -qw memory "$v2/cgroup.controllers" && ctl="+cpu +memory"
 		echo "$ctl" >"$v2/cgroup.subtree_control"
-		echo "$ctl" >"$v2/$PARENT/cgroup.subtree_control"
-		echo "$QUOTA_US $PERIOD_US" >"$v2/$PARENT/$name/cpu.max"
-		if ((MEM_LIMIT > 0)) && [[ -e $v2/$PARENT/$name/memory.max ]]; then
-			echo "$MEM_LIMIT" >"$v2/$PARENT/$name/memory.max"
-		fi
-	fi
-	if [[ -d $V1/cpuset/$PARENT/$name ]]; then
-		# v1 cpuset: a new cgroup has no CPUs or memory nodes until given its parent's.
-		local f
-		for f in cpuset.cpus cpuset.mems; do
-			cat "$V1/cpuset/$f" >"$V1/cpuset/$PARENT/$f"
-			cat "$V1/cpuset/$f" >"$V1/cpuset/$PARENT/$name/$f"
+		for r in "${levels[@]:0:${#levels[@]}-1}"; do echo "$ctl" >"$v2/$r/cgroup.subtree_control"; done
+		for r in "${limited[@]}"; do
+			echo "$QUOTA_US $PERIOD_US" >"$v2/$r/cpu.max"
+			if ((MEM_LIMIT > 0)) && [[ -e $v2/$r/memory.max ]]; then echo "$MEM_LIMIT" >"$v2/$r/memory.max"; fi
 		done
 	fi
-	if [[ -d $V1/cpu/$PARENT/$name ]]; then
-		echo "$PERIOD_US" >"$V1/cpu/$PARENT/$name/cpu.cfs_period_us"
-		echo "$QUOTA_US" >"$V1/cpu/$PARENT/$name/cpu.cfs_quota_us"
+	if [[ -d $V1/cpuset/$PARENT ]]; then
+		# v1 cpuset: a new cgroup has no CPUs or memory nodes until given its parent's.
+		for f in cpuset.cpus cpuset.mems; do
+			for r in "${levels[@]}"; do cat "$V1/cpuset/$f" >"$V1/cpuset/$r/$f"; done
+		done
 	fi
-	if ((MEM_LIMIT > 0)) && [[ -d $V1/memory/$PARENT/$name ]]; then
-		echo "$MEM_LIMIT" >"$V1/memory/$PARENT/$name/memory.limit_in_bytes"
-	fi
+	for r in "${limited[@]}"; do
+		if [[ -d $V1/cpu/$r ]]; then
+			echo "$PERIOD_US" >"$V1/cpu/$r/cpu.cfs_period_us"
+			echo "$QUOTA_US" >"$V1/cpu/$r/cpu.cfs_quota_us"
+		fi
+		if ((MEM_LIMIT > 0)) && [[ -d $V1/memory/$r ]]; then
+			echo "$MEM_LIMIT" >"$V1/memory/$r/memory.limit_in_bytes"
+		fi
+	done
+	if [[ $LAYOUT == kubepods ]]; then write_podlogs "$name"; fi
+	return 0
 }
 
 start_one() {
@@ -227,6 +290,7 @@ stop_one() {
 			sleep 0.1
 		done
 		[[ -d $d ]] && log "$name: could not remove $d"
+		if [[ $LAYOUT == kubepods && $quiet != keep-pod ]]; then rmdir "$(dirname "$d")" 2>/dev/null || true; fi
 	done
 	rm -f "$PIDS/$name.pid"
 	[[ -z $quiet ]] && log "$name: stopped"
@@ -234,8 +298,22 @@ stop_one() {
 }
 
 remove_parents() {
-	local d
-	for d in $(dirs x); do rmdir "$(dirname "$d")" 2>/dev/null || true; done
+	local d p
+	for d in $(dirs x); do
+		p=${d%%/"$(rel x)"}
+		if [[ $LAYOUT == kubepods ]]; then rmdir "$p/kubepods/burstable" "$p/kubepods" 2>/dev/null || true; fi
+		rmdir "$p" 2>/dev/null || true
+	done
+}
+
+# restart_one NAME: what the kubelet does when a container exits: the old container's cgroup is
+# removed at once, the new one gets a new id (and cgroup) in the same pod; the old one's logs stay.
+restart_one() {
+	local name=$1 n
+	stop_one "$name" keep-pod
+	n=$(($(restarts "$name") + 1))
+	echo "$n" >"$PIDS/$name.restarts"
+	start_one "$name"
 }
 
 # kv FILE KEY prints KEY's value from a "key value" file, or - when absent.
@@ -248,16 +326,17 @@ status() {
 		spec "$name"
 		pid=-
 		running "$name" && pid=$(<"$PIDS/$name.pid")
-		cpu=$V1/cpu/$PARENT/$name acct=$V1/cpuacct/$PARENT/$name mem=$V1/memory/$PARENT/$name
+		cpu=$V1/cpu/$PARENT/$(rel "$name") acct=$V1/cpuacct/$PARENT/$(rel "$name") mem=$V1/memory/$PARENT/$(rel "$name")
 		if [[ ! -d $cpu ]]; then
 			local v2
 			v2=$(v2_mount)
-			[[ -n $v2 && -d $v2/$PARENT/$name ]] || { printf '%-18s %-8s (no cgroup)\n' "$name" "$pid"; continue; }
-			local s=$v2/$PARENT/$name/cpu.stat
-			printf '%-18s %-8s %-7s %10s %12s %14s %10s %10s %10s\n' "$name" "$pid" "$(cut -d' ' -f1 "$v2/$PARENT/$name/cpu.max")" \
+			local c2=$v2/$PARENT/$(rel "$name")
+			[[ -n $v2 && -d $c2 ]] || { printf '%-18s %-8s (no cgroup)\n' "$name" "$pid"; continue; }
+			local s=$c2/cpu.stat
+			printf '%-18s %-8s %-7s %10s %12s %14s %10s %10s %10s\n' "$name" "$pid" "$(cut -d' ' -f1 "$c2/cpu.max")" \
 				"$(kv "$s" nr_periods)" "$(kv "$s" nr_throttled)" "$(awk '$1=="throttled_usec"{printf "%.1f", $2/1e6}' "$s")" \
 				"$(awk '$1=="user_usec"{printf "%.1f", $2/1e6}' "$s")" "$(awk '$1=="system_usec"{printf "%.1f", $2/1e6}' "$s")" \
-				"$(( $(cat "$v2/$PARENT/$name/memory.current" 2>/dev/null || echo 0) >> 20 ))"
+				"$(( $(cat "$c2/memory.current" 2>/dev/null || echo 0) >> 20 ))"
 			continue
 		fi
 		q=$(cat "$cpu/cpu.cfs_quota_us")
@@ -272,7 +351,7 @@ status() {
 
 main() {
 	local cmd=${1:-}
-	[[ -n $cmd ]] || die "usage: $0 start|stop|status|build [scenario...]"
+	[[ -n $cmd ]] || die "usage: $0 start|stop|restart|status|build|ident [scenario...]"
 	shift
 	local names=("$@")
 	((${#names[@]})) || names=("${ALL[@]}")
@@ -288,9 +367,13 @@ main() {
 		[[ $(id -u) == 0 ]] || die "stop needs root"
 		for n in "${names[@]}"; do stop_one "$n"; done
 		remove_parents ;;
+	restart)
+		[[ $(id -u) == 0 ]] || die "restart needs root"
+		for n in "${names[@]}"; do restart_one "$n"; done ;;
+	ident) for n in "${names[@]}"; do ident "$n"; done ;;
 	status) status "${names[@]}" ;;
 	build) for n in "${names[@]}"; do build "$n"; done ;;
-	*) die "unknown command '$cmd' (start|stop|status|build)" ;;
+	*) die "unknown command '$cmd' (start|stop|restart|status|build|ident)" ;;
 	esac
 }
 

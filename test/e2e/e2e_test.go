@@ -1,5 +1,7 @@
 // Package e2e is the end-to-end test: the five field reports reproduced by the workloads of
-// examples/workloads in real cgroups on this host, scraped by the real exporter and a real
+// examples/workloads in real cgroups on this host, laid out as a Kubernetes node's (each workload
+// the one container of a pod: kubepods/burstable/pod<uid>/<container id>, the pod limited like
+// its container, names from a kubelet log tree), scraped by the real exporter and a real
 // Prometheus evaluating the mixin's rules (with a shortened _config), paged through a real
 // Alertmanager to a webhook receiver. See stack for the pipeline and cmd/demo for `make demo`.
 package e2e
@@ -100,6 +102,16 @@ func expectations() []expectation {
 			},
 		},
 		{
+			// The kubelet's case: the container is OOM-killed, its cgroup removed at once, and a new
+			// container (new id and cgroup) started in the same pod. The alert names the dead one.
+			scenario: "oom-crash", names: []string{"QuotaContainerOOMKilled"},
+			quotaCores: 1,
+			desc: func(string) []*regexp.Regexp {
+				return []*regexp.Regexp{regexp.MustCompile(`^1 process\(es\) in .* were killed by the OOM killer`),
+					lit("memory limit 32MiB")}
+			},
+		},
+		{
 			scenario: "kernel-contention", names: []string{"QuotaHighSystemCPUUnderQuota"},
 			quotaCores: cores("kernel-contention", 1),
 			desc: func(limit string) []*regexp.Regexp {
@@ -122,11 +134,12 @@ func TestEndToEnd(t *testing.T) {
 	}
 	root := repoRoot(t)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 17*time.Minute) // under go test -timeout 20m; building on a loaded machine takes minutes
 	defer cancel()
 
 	st, err := stack.Start(ctx, stack.Options{
 		Root:        root,
+		Layout:      "kubepods",
 		MixinConfig: stack.TestConfig,
 		QuotaUS:     stack.SmallHostQuotas,
 		Logf:        t.Logf,
@@ -161,7 +174,13 @@ func TestEndToEnd(t *testing.T) {
 	exps := expectations()
 	arrived := map[string]stack.Received{} // scenario -> first matching alert
 	deadline := up.Add(alertTimeout)
+	restarted := false
 	for {
+		if !restarted { // the kubelet's part: restart the OOM-killed container
+			if restarted, err = st.RestartIfExited(ctx, "oom-crash"); err != nil {
+				t.Errorf("restarting oom-crash: %v", err)
+			}
+		}
 		for _, e := range exps {
 			if _, ok := arrived[e.scenario]; ok {
 				continue
@@ -198,10 +217,12 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("each alert once", func(t *testing.T) { checkOnce(t, st, exps) })
+
 	t.Run("controls silent", func(t *testing.T) {
 		for _, c := range stack.Controls {
 			for _, a := range st.Webhook.Alerts() {
-				if a.Labels["cgroup"] == st.CgroupOf(c) {
+				if st.Owns(c, a.Labels["cgroup"]) {
 					t.Errorf("control %s raised %s (%s): %s", c, a.Labels["alertname"], a.Status, a.Annotations["description"])
 				}
 			}
@@ -210,7 +231,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, a := range active {
-				if a.Labels["cgroup"] == st.CgroupOf(c) {
+				if st.Owns(c, a.Labels["cgroup"]) {
 					if a.State == "firing" {
 						t.Errorf("control %s: %s firing in Prometheus: %s", c, a.Labels["alertname"], a.Annotations["description"])
 					} else {
@@ -226,12 +247,70 @@ func TestEndToEnd(t *testing.T) {
 	// The record: everything the receiver got.
 	var lines []string
 	for _, a := range st.Webhook.Alerts() {
-		lines = append(lines, fmt.Sprintf("+%s %s %s %s cgroup=%s process=%s severity=%s\n    %s\n    %s",
-			a.At.Sub(up).Round(time.Second), a.Path, a.Status, a.Labels["alertname"], a.Labels["cgroup"], a.Labels["process"],
+		lines = append(lines, fmt.Sprintf("+%s %s %s %s cgroup=%s %s/%s/%s process=%s severity=%s\n    %s\n    %s",
+			a.At.Sub(up).Round(time.Second), a.Path, a.Status, a.Labels["alertname"], a.Labels["cgroup"],
+			a.Labels["namespace"], a.Labels["pod"], a.Labels["container"], a.Labels["process"],
 			a.Labels["severity"], a.Annotations["summary"], a.Annotations["description"]))
 	}
 	t.Logf("webhook received %d alerts:\n%s", len(lines), strings.Join(lines, "\n"))
 	t.Logf("total %s", time.Since(start).Round(time.Second))
+}
+
+// checkOnce: each problem pages once, at the level where it is. For every scenario with an
+// expected alert, each alert name it raised carries one label set only (the container's, with
+// its names; never the pod's as well), and nothing fires for the node-level slices
+// (<parent>/kubepods, <parent>/kubepods/burstable).
+func checkOnce(t *testing.T, st *stack.Stack, exps []expectation) {
+	t.Helper()
+	for _, e := range exps {
+		sets := map[string]map[string]bool{} // alertname -> distinct label sets
+		for _, a := range st.Webhook.Alerts() {
+			if !st.Owns(e.scenario, a.Labels["cgroup"]) {
+				continue
+			}
+			name := a.Labels["alertname"]
+			if sets[name] == nil {
+				sets[name] = map[string]bool{}
+			}
+			sets[name][labelKey(a.Labels)] = true
+			if a.Labels["cgroup"] != st.CgroupOf(e.scenario) {
+				t.Errorf("%s: %s fired for %s, not for the container %s: %v", e.scenario, name, a.Labels["cgroup"], st.CgroupOf(e.scenario), a.Labels)
+			}
+		}
+		for name, ls := range sets {
+			if len(ls) > 1 {
+				t.Errorf("%s: %s arrived for %d label sets, want 1: %v", e.scenario, name, len(ls), keys(ls))
+			}
+		}
+	}
+	for _, a := range st.Webhook.Alerts() {
+		if c := a.Labels["cgroup"]; strings.HasPrefix(c, "/"+st.Cgroup) && !strings.Contains(c, "/pod") && c != "/"+st.Cgroup+"/" {
+			if strings.Contains(c, "/kubepods") {
+				t.Errorf("%s fired for the node-level slice %s", a.Labels["alertname"], c)
+			}
+		}
+	}
+}
+
+// labelKey is an alert's label set without severity (one problem may change severity).
+func labelKey(l map[string]string) string {
+	var parts []string
+	for k, v := range l {
+		if k != "severity" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func contains(list []string, s string) bool {
@@ -247,7 +326,9 @@ func contains(list []string, s string) bool {
 func checkAlert(t *testing.T, st *stack.Stack, e expectation, a stack.Received) {
 	t.Helper()
 	name := a.Labels["alertname"]
-	want := map[string]string{"cgroup": st.CgroupOf(e.scenario), "job": "quota-exporter", "instance": st.Instance}
+	id := st.IdentOf(e.scenario)
+	want := map[string]string{"cgroup": id.Cgroup, "job": "quota-exporter", "instance": st.Instance,
+		"namespace": id.Namespace, "pod": id.Pod, "container": id.Container}
 	if e.process != "" && name != "QuotaHighSystemCPUUnderQuota" && name != "QuotaCPUThrottlingDuringWarmup" {
 		want["process"] = e.process
 		want["runtime"] = map[string]string{"GcStorm": "jvm", "go-gomaxprocs": "go", "rss_creep": "other"}[e.process]
@@ -286,7 +367,7 @@ func describeActive(ctx context.Context, st *stack.Stack, scenario string) strin
 	}
 	var out []string
 	for _, a := range active {
-		if a.Labels["cgroup"] == st.CgroupOf(scenario) {
+		if st.Owns(scenario, a.Labels["cgroup"]) {
 			out = append(out, fmt.Sprintf("%s %s since %s", a.Labels["alertname"], a.State, a.ActiveAt.Format(time.TimeOnly)))
 		}
 	}
@@ -325,7 +406,7 @@ func substitute(expr string, st *stack.Stack) string {
 		"job":             "quota-exporter",
 		"instance":        st.Instance, // "." in a regexp also matches itself
 		"cgroup":          "/" + st.Cgroup + "(/.*)?",
-		"namespace":       ".*", // the workloads run without Kubernetes names: "All"
+		"namespace":       ".*", // "All"
 		"pod":             ".*",
 		"container":       ".*",
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -27,7 +28,7 @@ import (
 // Scenarios are the workloads of examples/workloads/run.sh, one cgroup each.
 var Scenarios = []string{
 	"jvm-gc-storm", "jvm-warmup", "go-gomaxprocs", "rss-creep", "rss-creep-control",
-	"kernel-contention", "jvm-healthy", "go-healthy",
+	"kernel-contention", "jvm-healthy", "go-healthy", "oom-crash",
 }
 
 // Controls are the scenarios that must raise no alert.
@@ -47,6 +48,10 @@ var SmallHostQuotas = map[string]int{
 type Options struct {
 	Root   string // repository root (required)
 	Prefix string // cgroup parent is <Prefix>-<pid>; default "quota-e2e"
+	// Layout is run.sh's QUOTA_DEMO_LAYOUT: "flat" (default; one cgroup per scenario under the
+	// parent) or "kubepods" (each scenario the one container of a pod, kubelet cgroupfs-driver
+	// paths, pod and container limits, names from a kubelet log tree the exporter reads).
+	Layout string
 	Dir    string // scratch directory (configs, TSDB, logs, workload builds); default a new temp dir
 
 	MixinConfig    map[string]any    // overrides of the mixin's _config (nil: defaults)
@@ -73,6 +78,8 @@ type Stack struct {
 	AMURL       string
 	Webhook     *Webhook
 
+	idents map[string]Ident // scenario -> identity at start (restart 0)
+
 	mu      sync.Mutex
 	procs   []*proc
 	stopped bool
@@ -80,8 +87,78 @@ type Stack struct {
 	runSh   string
 }
 
-// CgroupOf is the cgroup label of a scenario's series.
-func (s *Stack) CgroupOf(scenario string) string { return "/" + s.Cgroup + "/" + scenario }
+// Ident is what the exporter labels a scenario's container cgroup with.
+type Ident struct {
+	Cgroup                    string // the cgroup label
+	Namespace, Pod, Container string // Kubernetes names; empty in the flat layout
+}
+
+// PodCgroup is the cgroup of the scenario's pod (kubepods layout), else its own cgroup.
+func (i Ident) PodCgroup() string {
+	if i.Pod == "" {
+		return i.Cgroup
+	}
+	return path.Dir(i.Cgroup)
+}
+
+// IdentOf is the identity of a scenario's first container (before any restart).
+func (s *Stack) IdentOf(scenario string) Ident {
+	if id, ok := s.idents[scenario]; ok {
+		return id
+	}
+	return Ident{Cgroup: "/" + s.Cgroup + "/" + scenario}
+}
+
+// CgroupOf is the cgroup label of a scenario's (first container's) series.
+func (s *Stack) CgroupOf(scenario string) string { return s.IdentOf(scenario).Cgroup }
+
+// Owns tells whether a cgroup label belongs to the scenario: its pod, or any of its containers
+// (restarted ones included).
+func (s *Stack) Owns(scenario, cgroup string) bool {
+	pod := s.IdentOf(scenario).PodCgroup()
+	return cgroup == pod || strings.HasPrefix(cgroup, pod+"/")
+}
+
+// idents asks run.sh for every scenario's identity.
+func (s *Stack) readIdents(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, s.runSh, append([]string{"ident"}, Scenarios...)...)
+	cmd.Env = append(os.Environ(), s.workloadEnv()...)
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("run.sh ident: %w", err)
+	}
+	s.idents = map[string]Ident{}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(Scenarios) {
+		return fmt.Errorf("run.sh ident: %d lines for %d scenarios", len(lines), len(Scenarios))
+	}
+	for i, line := range lines {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			return fmt.Errorf("run.sh ident: bad line %q", line)
+		}
+		id := Ident{Cgroup: f[0]}
+		if f[1] != "-" {
+			id.Namespace, id.Pod, id.Container = f[1], f[2], f[3]
+		}
+		s.idents[Scenarios[i]] = id
+	}
+	return nil
+}
+
+// RestartIfExited restarts a scenario's container as the kubelet would (new container id and
+// cgroup, old cgroup removed at once) once nothing runs in it any more; it reports whether it did.
+func (s *Stack) RestartIfExited(ctx context.Context, scenario string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", s.CgroupOf(scenario), "cgroup.procs"))
+	if err != nil || strings.TrimSpace(string(b)) != "" {
+		return false, nil // gone already (restarted), or still running
+	}
+	s.logf("%s: its container exited; restarting it as the kubelet would", scenario)
+	return true, s.run(ctx, time.Minute, s.opts.Root, s.workloadEnv(), s.runSh, "restart", scenario)
+}
+
+// PodLogs is the kubelet log tree run.sh writes in the kubepods layout (--path.podlogs).
+func (s *Stack) PodLogs() string { return filepath.Join(s.Dir, "workloads", "podlogs") }
 
 func (s *Stack) logf(format string, args ...any) {
 	if s.opts.Logf != nil {
@@ -171,10 +248,17 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	s.Instance = fmt.Sprintf("127.0.0.1:%d", port)
 	s.ExporterURL = "http://" + s.Instance
+	if err := s.readIdents(ctx); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(s.PodLogs(), 0o755); err != nil {
+		return nil, err
+	}
 	if err := s.startProc("exporter", exporter,
 		"--web.listen-address="+s.Instance,
 		"--cgroup.include=/"+regexp.QuoteMeta(s.Cgroup)+"(/.*)?",
 		"--process.smaps-interval="+o.SmapsInterval.String(),
+		"--path.podlogs="+s.PodLogs(),
 	); err != nil {
 		return nil, err
 	}
@@ -249,7 +333,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 
 // workloadEnv is run.sh's environment: our own state directory and parent cgroup.
 func (s *Stack) workloadEnv() []string {
-	env := []string{"QUOTA_DEMO_DIR=" + filepath.Join(s.Dir, "workloads"), "QUOTA_DEMO_CGROUP=" + s.Cgroup}
+	env := []string{"QUOTA_DEMO_DIR=" + filepath.Join(s.Dir, "workloads"), "QUOTA_DEMO_CGROUP=" + s.Cgroup,
+		"QUOTA_DEMO_PODLOGS=" + s.PodLogs()}
+	if s.opts.Layout != "" {
+		env = append(env, "QUOTA_DEMO_LAYOUT="+s.opts.Layout)
+	}
 	for name, us := range s.opts.QuotaUS {
 		env = append(env, fmt.Sprintf("QUOTA_US_%s=%d", strings.ReplaceAll(name, "-", "_"), us))
 	}
