@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 )
 
 // TestKubernetesNamesOnFixtureHost: the v2 systemd Kubernetes host with the kubelet's log
@@ -99,6 +101,18 @@ func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
 			sort.Strings(got)
 			if strings.Join(got, "\n") != strings.Join(want, "\n") || len(want) == 0 {
 				t.Errorf("DiscoverQuotas = %q, want %q", got, want)
+			}
+			var qc cgroupfs.QuotaCache // the sampler's incremental walk, first and later walks
+			for walk := 1; walk <= 2; walk++ {
+				cached, _ := qc.Discover(context.Background(), l, env.Cgroups.opts)
+				got = got[:0]
+				for _, cg := range cached {
+					got = append(got, cg.Path)
+				}
+				sort.Strings(got)
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Errorf("QuotaCache.Discover (walk %d) = %q, want %q", walk, got, want)
+				}
 			}
 		})
 	}

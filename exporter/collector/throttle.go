@@ -73,6 +73,9 @@ type throttleCollector struct {
 	// fdBudget is how many cpu.stat files the sampler keeps open (pread each window saves
 	// an open and close); beyond it, it opens, reads and closes each window.
 	fdBudget int
+	// quotas keeps the quotas between rediscoveries (only the loop's goroutine uses it):
+	// each walk reads the quota of new directories only, and of known ones every minute.
+	quotas cgroupfs.QuotaCache
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
@@ -235,7 +238,7 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	// reading at the same moment, and that cgroup would miss from the scrape.
 	opts := c.env.Cgroups.opts
 	opts.Gate = c.gate
-	cgs, _ := l.DiscoverQuotas(ctx, opts)
+	cgs, _ := c.quotas.Discover(ctx, l, opts)
 	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
 	if n := c.env.PodNames; n != nil {
 		for i := range cgs {

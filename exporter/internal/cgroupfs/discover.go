@@ -192,6 +192,8 @@ type dirProbe struct {
 	quotaOnly   bool // read the quota only (DiscoverQuotas)
 	listPIDs    bool // list cgroup.procs whole (the process hierarchy), not just peek at it
 
+	probed bool // read returned (the fields below are what it found)
+
 	procs       bool
 	pids        []int
 	procsErr    error
@@ -202,6 +204,7 @@ type dirProbe struct {
 }
 
 func (d dirProbe) read() (dirProbe, error) {
+	d.probed = true
 	switch {
 	case d.listPIDs:
 		d.pids, d.procsErr = ReadProcs(d.dir)
