@@ -73,7 +73,7 @@ func NewCgroupSource(cfg Config, logger *slog.Logger, errs *ErrorCounter) (*Cgro
 	}
 	return &CgroupSource{
 		layout:   layout,
-		opts:     cgroupfs.WalkOptions{Keep: pathFilter(cfg.CgroupInclude, cfg.CgroupExclude), BareRuntime: bare},
+		opts:     cgroupfs.WalkOptions{Keep: pathFilter(cfg.CgroupInclude, cfg.CgroupExclude), BareRuntime: bare, Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
 		errors:   errs,
 		maxAge:   discoveryMaxAge,
 		settings: map[string]cpuSettings{},

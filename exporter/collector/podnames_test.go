@@ -102,16 +102,17 @@ func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
 			if strings.Join(got, "\n") != strings.Join(want, "\n") || len(want) == 0 {
 				t.Errorf("DiscoverQuotas = %q, want %q", got, want)
 			}
-			var qc cgroupfs.QuotaCache // the sampler's incremental walk, first and later walks
-			for walk := 1; walk <= 2; walk++ {
-				cached, _ := qc.Discover(context.Background(), l, env.Cgroups.opts)
+			opts := env.Cgroups.opts // the sampler's incremental walk, first and later walks
+			opts.Cache = &cgroupfs.ProbeCache{}
+			for walk := 1; walk <= 3; walk++ {
+				cached, _ := l.DiscoverQuotas(context.Background(), opts)
 				got = got[:0]
 				for _, cg := range cached {
 					got = append(got, cg.Path)
 				}
 				sort.Strings(got)
 				if strings.Join(got, "\n") != strings.Join(want, "\n") {
-					t.Errorf("QuotaCache.Discover (walk %d) = %q, want %q", walk, got, want)
+					t.Errorf("DiscoverQuotas with a cache (walk %d) = %q, want %q", walk, got, want)
 				}
 			}
 		})

@@ -57,6 +57,10 @@ var (
 // quota; between walks it only reads cpu.stat of the ones it knows.
 const rediscoverEvery = 10
 
+// samplerQuotaAge is how long the sampler trusts a known cgroup's quota: a resize shows in
+// its cgroup list within a minute (new cgroups at the next rediscovery).
+const samplerQuotaAge = time.Minute
+
 // samplerWorkers read cpu.stat files in parallel: one is plenty for thousands of cgroups,
 // the second keeps the window going while a stuck file waits out its budget.
 const samplerWorkers = 2
@@ -73,9 +77,9 @@ type throttleCollector struct {
 	// fdBudget is how many cpu.stat files the sampler keeps open (pread each window saves
 	// an open and close); beyond it, it opens, reads and closes each window.
 	fdBudget int
-	// quotas keeps the quotas between rediscoveries (only the loop's goroutine uses it):
-	// each walk reads the quota of new directories only, and of known ones every minute.
-	quotas cgroupfs.QuotaCache
+	// quotas keeps the quotas between rediscoveries: each walk reads the quota of new
+	// directories only, and of known ones every samplerQuotaAge.
+	quotas *cgroupfs.ProbeCache
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
@@ -160,7 +164,8 @@ func newThrottleSampler(env *Env, window time.Duration) *throttleCollector {
 		gate = procread.NewGate("throttle")
 	}
 	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, gate: gate,
-		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{}}
+		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{},
+		quotas: &cgroupfs.ProbeCache{MaxAge: max(samplerQuotaAge, 6*rediscoverEvery*window)}}
 }
 
 // descriptorBudget leaves the larger of a quarter of RLIMIT_NOFILE and 512 descriptors to
@@ -238,7 +243,8 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	// reading at the same moment, and that cgroup would miss from the scrape.
 	opts := c.env.Cgroups.opts
 	opts.Gate = c.gate
-	cgs, _ := c.quotas.Discover(ctx, l, opts)
+	opts.Cache = c.quotas
+	cgs, _ := l.DiscoverQuotas(ctx, opts)
 	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
 	if n := c.env.PodNames; n != nil {
 		for i := range cgs {
