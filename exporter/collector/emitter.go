@@ -125,19 +125,20 @@ func (e emitter) with(extra []string) []string {
 	return out
 }
 
-// sharedLabelsMetric is a const gauge or counter whose label pairs are shared, read-only,
+// sharedLabelsMetric is a const gauge, counter or histogram whose label pairs are shared, read-only,
 // with the other series of the same cgroup or process.
 type sharedLabelsMetric struct {
-	desc    *prometheus.Desc
-	pairs   []*dto.LabelPair
-	gauge   *dto.Gauge
-	counter *dto.Counter
+	desc      *prometheus.Desc
+	pairs     []*dto.LabelPair
+	gauge     *dto.Gauge
+	counter   *dto.Counter
+	histogram *dto.Histogram
 }
 
 func (m *sharedLabelsMetric) Desc() *prometheus.Desc { return m.desc }
 
 func (m *sharedLabelsMetric) Write(out *dto.Metric) error {
-	out.Label, out.Gauge, out.Counter = m.pairs, m.gauge, m.counter
+	out.Label, out.Gauge, out.Counter, out.Histogram = m.pairs, m.gauge, m.counter, m.histogram
 	return nil
 }
 
