@@ -22,8 +22,8 @@ import (
 const discoveryMaxAge = 500 * time.Millisecond
 
 // settingsMaxAge: weight, shares, burst and cpuset change only when someone resizes the
-// container; re-reading them every scrape was a quarter of the scrape's file reads. The quota
-// itself (cpu.max) is read every scrape by discovery.
+// container; re-reading them every scrape was a quarter of the scrape's file reads. Discovery
+// keeps the quota and memory limit as long (cgroupfs.ProbeCache).
 const settingsMaxAge = 30 * time.Second
 
 // discoveryErrors is the collector label under which the cgroup source counts the
