@@ -26,6 +26,11 @@ const discoveryMaxAge = 500 * time.Millisecond
 // keeps the quota and memory limit as long (cgroupfs.ProbeCache).
 const settingsMaxAge = 30 * time.Second
 
+// settingsBudget bounds one read of a cgroup's settings files. They are kernfs files opened
+// non-blocking, so they answer in microseconds; a read that does not answer in a second is
+// stuck, and the cgroup's settings are skipped until it returns.
+const settingsBudget = time.Second
+
 // discoveryErrors is the collector label under which the cgroup source counts the
 // directories its walk could not read, whatever collectors are enabled.
 const discoveryErrors = "discovery"
@@ -50,8 +55,13 @@ type CgroupSource struct {
 
 	names *PodNames // nil: no Kubernetes names
 
-	settingsMu sync.Mutex
-	settings   map[string]cpuSettings // by cgroup path
+	// settingsMu guards settings and settingsReads, never a read: each cgroup's files are
+	// read by one caller at a time (settingsReads), outside the lock, under settingsBudget and
+	// the settings gate, and concurrent callers wait for that read only.
+	settingsMu    sync.Mutex
+	settings      map[string]cpuSettings   // by cgroup path
+	settingsReads map[string]chan struct{} // reads in progress, closed when done
+	settingsGate  *procread.Gate           // when the discovery gate (opts.Gate) is not set
 }
 
 // NewCgroupSource reads the hierarchy layout from mountinfo.
@@ -76,7 +86,8 @@ func NewCgroupSource(cfg Config, logger *slog.Logger, errs *ErrorCounter) (*Cgro
 		opts:     cgroupfs.WalkOptions{Keep: pathFilter(cfg.CgroupInclude, cfg.CgroupExclude), BareRuntime: bare, Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
 		errors:   errs,
 		maxAge:   discoveryMaxAge,
-		settings: map[string]cpuSettings{},
+		settings: map[string]cpuSettings{}, settingsReads: map[string]chan struct{}{},
+		settingsGate: procread.NewGate(discoveryErrors),
 	}, nil
 }
 
@@ -156,19 +167,70 @@ type cpuSettings struct {
 // settingsMaxAge. The cpu collector and the JVM reader (which needs shares or weight) share
 // them: one read of each file per 30 s. The read's error goes to the cpu collector (the
 // first caller with report set), whoever read: it is counted once per read.
+//
+// No lock is held across the read: concurrent callers for one cgroup share one read and
+// wait for it at most settingsBudget. A read that outlives the budget is counted once as a
+// timeout and quarantined by the gate (quota_exporter_stuck_reads{collector="discovery",
+// kind="cpu settings"}); until it returns, callers get the last settings read (or none)
+// at once, without an error.
 func (s *CgroupSource) Settings(cg cgroupfs.Cgroup, report bool) (cpuSettings, error) {
 	s.settingsMu.Lock()
-	defer s.settingsMu.Unlock() // held while reading: two readers of one cgroup read once
 	st, ok := s.settings[cg.Path]
 	if !ok || time.Since(st.at) >= settingsMaxAge {
-		st, st.unreported = readCPUSettings(s.layout, cg)
+		done, reading := s.settingsReads[cg.Path]
+		if !reading {
+			done = make(chan struct{})
+			s.settingsReads[cg.Path] = done
+		}
+		s.settingsMu.Unlock()
+		if reading {
+			<-done // the reader returns within settingsBudget
+		} else {
+			s.readSettings(cg, done)
+		}
+		s.settingsMu.Lock()
+		st, ok = s.settings[cg.Path]
 	}
+	defer s.settingsMu.Unlock()
 	var err error
-	if report {
+	if ok && report {
 		err, st.unreported = st.unreported, nil
+		s.settings[cg.Path] = st
+	}
+	return st, err
+}
+
+// readSettings reads cg's settings under the budget and the gate, stores the result and
+// closes done.
+func (s *CgroupSource) readSettings(cg cgroupfs.Cgroup, done chan struct{}) {
+	type result struct {
+		st  cpuSettings
+		err error
+	}
+	gate := s.opts.Gate
+	if gate == nil {
+		gate = s.settingsGate
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settingsBudget)
+	res, gateErr := procread.GateDo(ctx, gate, "cpu settings "+cg.Path, "cpu settings", func() (result, error) {
+		st, err := readCPUSettings(s.layout, cg)
+		return result{st, err}, nil
+	})
+	cancel()
+	s.settingsMu.Lock()
+	defer s.settingsMu.Unlock()
+	delete(s.settingsReads, cg.Path)
+	defer close(done)
+	st := s.settings[cg.Path] // the last settings read, or none; still due for a re-read
+	switch {
+	case errors.Is(gateErr, procread.ErrStuck): // counted when it timed out
+	case gateErr != nil:
+		st.unreported = gateErr
+	default:
+		st = res.st
+		st.unreported = res.err
 	}
 	s.settings[cg.Path] = st
-	return st, err
 }
 
 // forgetSettings drops the settings of cgroups that are gone.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 func init() {
@@ -50,14 +51,15 @@ var (
 )
 
 type cpuCollector struct {
-	env *Env
+	env  *Env
+	gate *procread.Gate // per cgroup (collectCgroups)
 	// onlineCPUs is the host's CPU count: a cpuset of all of them is the default and not
 	// exported (0: unknown, always exported).
 	onlineCPUs int
 }
 
 func newCPUCollector(env *Env) (Collector, error) {
-	return &cpuCollector{env: env, onlineCPUs: hostCPUs(env)}, nil
+	return &cpuCollector{env: env, gate: cgroupGate(env, "cpu"), onlineCPUs: hostCPUs(env)}, nil
 }
 
 // hostCPUs counts the CPUs of the root cpuset (the host's, also when the exporter runs in a
@@ -90,16 +92,13 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 	for _, we := range walkErrs {
 		t.note(we.Err) // counted by the cgroup source
 	}
+	in := make([]cgroupfs.Cgroup, 0, len(cgs))
 	for _, cg := range cgs {
-		if ctx.Err() != nil {
-			break
+		if cg.InCPU {
+			in = append(in, cg)
 		}
-		if !cg.InCPU {
-			continue
-		}
-		err := c.collect(l, cg, newEmitter(ch, cgroupLabels, cgroupLabelValues(cg)))
-		t.add(cg.Path, err)
 	}
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e) })
 	return t.err()
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 func init() {
@@ -37,9 +38,14 @@ var (
 		"PSI: time in which all non-idle tasks of the cgroup stalled on memory (memory.pressure full total; cgroup v2).")
 )
 
-type memoryCollector struct{ env *Env }
+type memoryCollector struct {
+	env  *Env
+	gate *procread.Gate // per cgroup (collectCgroups)
+}
 
-func newMemoryCollector(env *Env) (Collector, error) { return &memoryCollector{env}, nil }
+func newMemoryCollector(env *Env) (Collector, error) {
+	return &memoryCollector{env: env, gate: cgroupGate(env, "memory")}, nil
+}
 
 func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newTally("memory", c.env.Errors)
@@ -51,16 +57,14 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	for _, we := range walkErrs {
 		t.note(we.Err) // counted by the cgroup source
 	}
+	in := make([]cgroupfs.Cgroup, 0, len(cgs))
 	for _, cg := range cgs {
-		if ctx.Err() != nil {
-			break
-		}
 		// The v2 root has no memory.current: its numbers are the host's (node_exporter's job).
-		if !cg.InMemory || (l.Memory.Version == 2 && cg.Path == "/") {
-			continue
+		if cg.InMemory && (l.Memory.Version != 2 || cg.Path != "/") {
+			in = append(in, cg)
 		}
-		t.add(cg.Path, collectMemory(l, cg, newEmitter(ch, cgroupLabels, cgroupLabelValues(cg))))
 	}
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return collectMemory(l, cg, e) })
 	return t.err()
 }
 

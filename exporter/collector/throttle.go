@@ -175,13 +175,7 @@ func newThrottleCollector(env *Env) (Collector, error) {
 func newThrottleSampler(env *Env, window time.Duration) *throttleCollector {
 	done := make(chan struct{})
 	close(done)
-	var gate *procread.Gate
-	if env.Stuck != nil {
-		gate = env.Stuck.Gate("throttle")
-	} else {
-		gate = procread.NewGate("throttle")
-	}
-	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, gate: gate,
+	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, gate: cgroupGate(env, "throttle"),
 		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{},
 		quotas: &cgroupfs.ProbeCache{MaxAge: samplerQuotaAge}}
 }
