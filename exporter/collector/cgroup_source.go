@@ -22,8 +22,8 @@ import (
 const discoveryMaxAge = 500 * time.Millisecond
 
 // settingsMaxAge: weight, shares, burst and cpuset change only when someone resizes the
-// container; re-reading them every scrape was a quarter of the scrape's file reads. The quota
-// itself (cpu.max) is read every scrape by discovery.
+// container; re-reading them every scrape was a quarter of the scrape's file reads. Discovery
+// keeps the quota and memory limit as long (cgroupfs.ProbeCache).
 const settingsMaxAge = 30 * time.Second
 
 // settingsBudget bounds one read of a cgroup's settings files. They are kernfs files opened
@@ -83,7 +83,7 @@ func NewCgroupSource(cfg Config, logger *slog.Logger, errs *ErrorCounter) (*Cgro
 	}
 	return &CgroupSource{
 		layout:   layout,
-		opts:     cgroupfs.WalkOptions{Keep: pathFilter(cfg.CgroupInclude, cfg.CgroupExclude), BareRuntime: bare},
+		opts:     cgroupfs.WalkOptions{Keep: pathFilter(cfg.CgroupInclude, cfg.CgroupExclude), BareRuntime: bare, Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
 		errors:   errs,
 		maxAge:   discoveryMaxAge,
 		settings: map[string]cpuSettings{}, settingsReads: map[string]chan struct{}{},

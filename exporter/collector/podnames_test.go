@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 )
 
 // TestKubernetesNamesOnFixtureHost: the v2 systemd Kubernetes host with the kubelet's log
@@ -99,6 +101,19 @@ func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
 			sort.Strings(got)
 			if strings.Join(got, "\n") != strings.Join(want, "\n") || len(want) == 0 {
 				t.Errorf("DiscoverQuotas = %q, want %q", got, want)
+			}
+			opts := env.Cgroups.opts // the sampler's incremental walk, first and later walks
+			opts.Cache = &cgroupfs.ProbeCache{}
+			for walk := 1; walk <= 3; walk++ {
+				cached, _ := l.DiscoverQuotas(context.Background(), opts)
+				got = got[:0]
+				for _, cg := range cached {
+					got = append(got, cg.Path)
+				}
+				sort.Strings(got)
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Errorf("DiscoverQuotas with a cache (walk %d) = %q, want %q", walk, got, want)
+				}
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
@@ -53,9 +54,16 @@ var (
 		"quota_exporter: sampler windows run.", nil, nil)
 )
 
-// rediscoverEvery windows the sampler walks the hierarchies again for new cgroups with a
-// quota; between walks it only reads cpu.stat of the ones it knows.
-const rediscoverEvery = 10
+// rediscoverEvery windows the sampler walks the cpu hierarchy again for new cgroups with a
+// quota; between walks it only reads cpu.stat of the ones it knows, and adopts the new
+// cgroups with a quota that a scrape's discovery found. Scraped every 15 s, a new container
+// is sampled from the next scrape on; the walk (a tenth of the idle cost every 10 s at 1 000
+// cgroups) is for new cgroups while nobody scrapes and for forgetting removed ones.
+const rediscoverEvery = 30
+
+// samplerQuotaAge is how long the sampler's walk trusts a known cgroup's quota (a scrape's
+// discovery, adopted, refreshes it every 30 s).
+const samplerQuotaAge = time.Minute
 
 // samplerWorkers read cpu.stat files in parallel: one is plenty for thousands of cgroups,
 // the second keeps the window going while a stuck file waits out its budget.
@@ -73,6 +81,11 @@ type throttleCollector struct {
 	// fdBudget is how many cpu.stat files the sampler keeps open (pread each window saves
 	// an open and close); beyond it, it opens, reads and closes each window.
 	fdBudget int
+	// quotas keeps the quotas between rediscoveries: each walk reads the quota of new
+	// directories only, and of known ones every samplerQuotaAge.
+	quotas *cgroupfs.ProbeCache
+
+	adoptedAt time.Time // the scrape discovery last adopted (only the loop's goroutine)
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
@@ -87,6 +100,7 @@ type throttleCollector struct {
 // change after creation, so a read may use them without mu.
 type throttleSeries struct {
 	cg                 cgroupfs.Cgroup
+	pairs              []*dto.LabelPair // cg's identity labels, built when cg's labels change
 	path               string
 	fd                 int // -1: open, read and close each window
 	seen               bool
@@ -120,17 +134,28 @@ func (h *histogram) observe(v float64) {
 }
 
 // metric exports the histogram with the bounds in export (nil: all of them; each must be
-// one of its bounds).
-func (h *histogram) metric(d *prometheus.Desc, labels []string, export []float64) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(h.bounds))
+// one of its bounds), on the cgroup's shared label pairs (no per-series MakeLabelPairs).
+func (h *histogram) metric(d *prometheus.Desc, pairs []*dto.LabelPair, export []float64) prometheus.Metric {
+	n := len(h.bounds)
+	if export != nil {
+		n = len(export)
+	}
+	buckets := make([]*dto.Bucket, 0, n)
+	bs := make([]dto.Bucket, n) // one allocation for all buckets
+	upper := make([]float64, n)
+	cums := make([]uint64, n)
 	var cum uint64
 	for i, b := range h.bounds {
 		cum += h.counts[i]
 		if export == nil || slices.Contains(export, b) {
-			buckets[b] = cum
+			j := len(buckets)
+			upper[j], cums[j] = b, cum
+			bs[j] = dto.Bucket{UpperBound: &upper[j], CumulativeCount: &cums[j]}
+			buckets = append(buckets, &bs[j])
 		}
 	}
-	return prometheus.MustNewConstHistogram(d, h.count, h.sum, buckets, labels...)
+	count, sum := h.count, h.sum
+	return &sharedLabelsMetric{desc: d, pairs: pairs, histogram: &dto.Histogram{SampleCount: &count, SampleSum: &sum, Bucket: buckets}}
 }
 
 func newThrottleCollector(env *Env) (Collector, error) {
@@ -151,7 +176,8 @@ func newThrottleSampler(env *Env, window time.Duration) *throttleCollector {
 	done := make(chan struct{})
 	close(done)
 	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, gate: cgroupGate(env, "throttle"),
-		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{}}
+		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{},
+		quotas: &cgroupfs.ProbeCache{MaxAge: samplerQuotaAge}}
 }
 
 // descriptorBudget leaves the larger of a quarter of RLIMIT_NOFILE and 512 descriptors to
@@ -202,6 +228,8 @@ func (c *throttleCollector) loop(ctx context.Context) {
 		if n%rediscoverEvery == 0 {
 			generation++
 			c.rediscover(ctx, generation)
+		} else {
+			c.adopt(generation)
 		}
 		c.sample(ctx)
 		select {
@@ -229,6 +257,7 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	// reading at the same moment, and that cgroup would miss from the scrape.
 	opts := c.env.Cgroups.opts
 	opts.Gate = c.gate
+	opts.Cache = c.quotas
 	cgs, _ := l.DiscoverQuotas(ctx, opts)
 	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
 	if n := c.env.PodNames; n != nil {
@@ -236,6 +265,27 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 			n.name(&cgs[i])
 		}
 	}
+	c.add(l, cgs, generation, complete)
+}
+
+// adopt takes the new cgroups with a quota from a scrape's discovery younger than the last
+// one adopted: no walk of its own for them. It forgets none (the sampler's walks do).
+func (c *throttleCollector) adopt(generation uint64) {
+	src := c.env.Cgroups
+	src.mu.Lock()
+	cgs, at, valid := src.cached, src.at, src.valid
+	src.mu.Unlock()
+	l := src.Layout()
+	if !valid || !at.After(c.adoptedAt) || l.CPU == nil {
+		return
+	}
+	c.adoptedAt = at
+	c.add(l, cgs, generation, false)
+}
+
+// add starts series for the cgroups with a quota that are new, refreshes the known ones,
+// and with forget, drops those not in cgs.
+func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint64, forget bool) {
 	var fresh []*throttleSeries
 	c.mu.Lock()
 	for _, cg := range cgs {
@@ -243,17 +293,23 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 			continue
 		}
 		if s, ok := c.series[cg.Path]; ok {
-			s.lastSeenGeneration = generation
+			if forget {
+				s.lastSeenGeneration = generation
+			}
+			if s.cg.Identity != cg.Identity || s.cg.Names != cg.Names {
+				s.pairs = newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs
+			}
 			s.cg = cg
 			continue
 		}
 		fresh = append(fresh, &throttleSeries{
-			cg: cg, path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenGeneration: generation,
+			cg: cg, pairs: newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs,
+			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenGeneration: generation,
 			ratio: newHistogram(ratioBuckets), seconds: newHistogram(scaled(secondsBuckets, c.window)),
 		})
 	}
 	for p, s := range c.series {
-		if complete && s.lastSeenGeneration != generation {
+		if forget && s.lastSeenGeneration != generation {
 			c.release(s)
 			delete(c.series, p)
 		}
@@ -372,15 +428,14 @@ func (c *throttleCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 		if s.ratio.count == 0 {
 			continue
 		}
-		labels := cgroupLabelValues(s.cg)
 		if c.env.Config.ThrottleFullHistograms {
-			ch <- s.ratio.metric(throttledRatioDesc, labels, nil)
-			ch <- s.seconds.metric(throttledSecondsDesc, labels, nil)
+			ch <- s.ratio.metric(throttledRatioDesc, s.pairs, nil)
+			ch <- s.seconds.metric(throttledSecondsDesc, s.pairs, nil)
 			continue
 		}
 		// By default the ratio's alert thresholds only, and no seconds histogram: its sum
 		// is the increase of quota_cpu_throttled_seconds_total, its count the ratio's.
-		ch <- s.ratio.metric(throttledRatioDesc, labels, defaultRatioBuckets)
+		ch <- s.ratio.metric(throttledRatioDesc, s.pairs, defaultRatioBuckets)
 	}
 	ch <- prometheus.MustNewConstMetric(samplerCgroupsDesc, prometheus.GaugeValue, float64(len(c.series)))
 	ch <- prometheus.MustNewConstMetric(samplerOpenFilesDesc, prometheus.GaugeValue, float64(c.open))

@@ -54,6 +54,9 @@ type WalkOptions struct {
 	// one is skipped (ErrStuck) until its read returns. nil: no quarantine.
 	Gate        *procread.Gate
 	ProbeBudget time.Duration
+	// Cache, when set, keeps quotas and limits between walks (see ProbeCache). nil: every
+	// walk reads them.
+	Cache *ProbeCache
 }
 
 // DefaultProbeBudget bounds the reads of one directory's cgroup.procs, quota and limit;
@@ -99,7 +102,7 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 		walk(l.CPU, true, false)
 		walk(l.Memory, false, true)
 	}
-	errs = append(errs, probeAll(ctx, opts, dirs)...)
+	errs = append(errs, probeCached(ctx, opts, dirs)...)
 
 	type state struct {
 		selected, inCPU, inMemory, procs bool
@@ -173,7 +176,7 @@ func (l *Layout) DiscoverQuotas(ctx context.Context, opts WalkOptions) ([]Cgroup
 	}, func(dir string, err error) {
 		errs = append(errs, WalkError{Path: h.Path(dir), Err: err})
 	})
-	errs = append(errs, probeAll(ctx, opts, dirs)...)
+	errs = append(errs, probeCached(ctx, opts, dirs)...)
 	var out []Cgroup
 	for _, d := range dirs {
 		if d.hasCPUMax && d.cpuMax.Limited() {
@@ -192,6 +195,9 @@ type dirProbe struct {
 	quotaOnly   bool // read the quota only (DiscoverQuotas)
 	listPIDs    bool // list cgroup.procs whole (the process hierarchy), not just peek at it
 
+	probed       bool // read returned (the fields below are what it found)
+	limitsCached bool // quota and limit come from opts.Cache: read skips them
+
 	procs       bool
 	pids        []int
 	procsErr    error
@@ -202,6 +208,7 @@ type dirProbe struct {
 }
 
 func (d dirProbe) read() (dirProbe, error) {
+	d.probed = true
 	switch {
 	case d.listPIDs:
 		d.pids, d.procsErr = ReadProcs(d.dir)
@@ -212,13 +219,43 @@ func (d dirProbe) read() (dirProbe, error) {
 	case !d.quotaOnly:
 		d.procs, d.procsErr = hasProcs(d.dir)
 	}
-	if d.cpu {
+	if d.cpu && !d.limitsCached {
 		d.cpuMax, d.hasCPUMax = readCPUMax(d.h, d.dir)
 	}
-	if d.memory {
+	if d.memory && !d.limitsCached {
 		d.memLimit, d.hasMemLimit = readMemoryLimit(d.h, d.dir)
 	}
 	return d, nil
+}
+
+// probeCached is probeAll through opts.Cache, when set.
+func probeCached(ctx context.Context, opts WalkOptions, dirs []dirProbe) []WalkError {
+	if opts.Cache == nil || len(dirs) == 0 {
+		return probeAll(ctx, opts, dirs)
+	}
+	complete := ctx.Err() == nil // the walk before the reads
+	n := opts.Cache.lookup(dirs)
+	// A quota-only walk with everything cached has nothing to read.
+	probe := dirs
+	if dirs[0].quotaOnly {
+		probe = nil
+		for _, d := range dirs {
+			if !d.limitsCached {
+				probe = append(probe, d)
+			}
+		}
+	}
+	errs := probeAll(ctx, opts, probe)
+	if dirs[0].quotaOnly {
+		for i, j := 0, 0; i < len(dirs) && j < len(probe); i++ {
+			if !dirs[i].limitsCached {
+				dirs[i] = probe[j]
+				j++
+			}
+		}
+	}
+	opts.Cache.store(n, dirs, complete && ctx.Err() == nil)
+	return errs
 }
 
 // probeAll reads the directories with one worker per CPU the exporter may use, each
