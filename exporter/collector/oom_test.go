@@ -233,3 +233,45 @@ func TestOOMKillOfRemovedV1Container(t *testing.T) {
 		return kills(mfs, c1, id1) == 0 && kills(mfs, c2, id2) == 0
 	})
 }
+
+// TestOOMv1DescriptorBudget: beyond its budget the watcher holds no more eventfds and counts
+// the cgroups it left unwatched.
+func TestOOMv1DescriptorBudget(t *testing.T) {
+	root := testutil.NewCgroup(t, "oombudget", testutil.CgroupOptions{})
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys",
+		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(root.Path) + "/.*$")}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := newOOMCollector(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oom, ok := oc.(*oomV1Collector)
+	testutil.Require(t, ok, "the memory hierarchy is not a v1 cgroup mount")
+	defer oom.Close()
+	oom.mu.Lock()
+	oom.budget = 2
+	oom.mu.Unlock()
+	for i := range 3 { // after the budget is set, so that every sync sees it
+		root.Child("c"+strconv.Itoa(i), testutil.CgroupOptions{MemoryLimit: 32 << 20})
+	}
+	gauge := func(mfs map[string]*dto.MetricFamily, name string) float64 {
+		if m := mfs[name].GetMetric(); len(m) == 1 {
+			return value(m[0])
+		}
+		return math.NaN()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mfs := scrapeFamilies(t, env, map[string]Collector{"oom": oom})
+		w, u := gauge(mfs, "quota_exporter_oom_watched_cgroups"), gauge(mfs, "quota_exporter_oom_unwatched_cgroups")
+		if w == 2 && u == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watched %v, unwatched %v; want 2 and 1", w, u)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
