@@ -159,7 +159,7 @@ func (c *oomV1Collector) sync(ctx context.Context) {
 		if dir == "" {
 			continue
 		}
-		if err := c.watch(cg, dir); err != nil {
+		if err := c.watch(cg, dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			unwatched++
 		}
 	}
@@ -169,11 +169,8 @@ func (c *oomV1Collector) sync(ctx context.Context) {
 	var drop []*oomV1Cgroup
 	c.mu.Lock()
 	c.unwatched = unwatched
-	if unwatched > 0 && c.disabled == nil && !c.warnedBudget && len(c.byPath) >= c.budget {
-		c.warnedBudget = true
-		c.env.Logger.Warn("oom: descriptor budget used up; the OOM kills of further v1 cgroups are lost if they are removed before a scrape",
-			"budget", c.budget, "unwatched", unwatched)
-	}
+	warn := unwatched > 0 && c.disabled == nil && !c.warnedBudget && len(c.byPath) >= c.budget
+	c.warnedBudget = c.warnedBudget || warn
 	for p, w := range c.byPath {
 		if !seen[p] && !w.dropped {
 			w.dropped = true // a running checker retires it when done
@@ -181,6 +178,10 @@ func (c *oomV1Collector) sync(ctx context.Context) {
 		}
 	}
 	c.mu.Unlock()
+	if warn { // logged outside mu: a log write can block
+		c.env.Logger.Warn("oom: descriptor budget used up; the OOM kills of further v1 cgroups are lost if they are removed before a scrape",
+			"budget", c.budget, "unwatched", unwatched)
+	}
 	for _, w := range drop {
 		k, ok, err := cgroupfs.ReadOOMKillsV1(w.dir) // it may still exist (no process, no limit)
 		c.mu.Lock()
@@ -204,11 +205,12 @@ func (c *oomV1Collector) watch(cg cgroupfs.Cgroup, dir string) error {
 		unix.Close(efd)
 		if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 			c.mu.Lock()
-			if c.disabled == nil {
-				c.disabled = err
+			first := c.disabled == nil
+			c.disabled = err
+			c.mu.Unlock()
+			if first {
 				c.env.Logger.Warn("oom: cannot register v1 OOM notifications (cgroup.event_control is not writable: mount the host's cgroup tree read-write); kills of removed cgroups are not kept", "err", err)
 			}
-			c.mu.Unlock()
 		}
 		return err
 	}
@@ -305,6 +307,9 @@ func (c *oomV1Collector) notified(w *oomV1Cgroup, cnt uint64) {
 	gone := errors.Is(err, os.ErrNotExist)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.byPath[w.cg.Path] != w {
+		return // retired meanwhile (discovery dropped it): its count was read then
+	}
 	if gone {
 		w.goneSignals += cnt
 	} else {
@@ -368,31 +373,35 @@ func (c *oomV1Collector) check(w *oomV1Cgroup) {
 	}
 }
 
-// removed settles a cgroup whose directory is gone: it waits for the removal notification,
-// counts one kill if OOM notifications are left unexplained, and retires it.
+// removed settles a cgroup whose directory is gone and retires it. Notifications read while
+// the directory existed and not explained by a rise of oom_kill mean a kill. Of those read
+// after it was gone one is the removal, so it waits (up to oomV1RemovalWait) for a second:
+// an OOM notification the loop read late, after the runtime had removed the cgroup.
 func (c *oomV1Collector) removed(w *oomV1Cgroup) {
+	c.mu.Lock()
+	c.retained.keep(w.cg, w.kills) // the count read so far is exported while it waits
+	c.mu.Unlock()
 	deadline := time.Now().Add(oomV1RemovalWait)
 	for {
 		c.mu.Lock()
-		got := w.goneSignals > 0
+		known := w.signals > 0 || w.goneSignals > 1
 		c.mu.Unlock()
-		if got || time.Now().After(deadline) || !c.sleepUntil(time.Now().Add(10*time.Millisecond)) {
+		if known || time.Now().After(deadline) || !c.sleepUntil(time.Now().Add(50*time.Millisecond)) {
 			break
 		}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	oom := w.signals
-	if w.goneSignals > 1 {
-		oom += w.goneSignals - 1
-	}
-	if oom > 0 {
-		w.kills++
-		c.env.Logger.Debug("oom: a removed cgroup's kill counted from its notifications (the count was gone before it could be read)", "cgroup", w.cg.Path)
+	counted := w.signals > 0 || w.goneSignals > 1
+	if counted {
+		w.kills++ // one, however many notifications: see check
 	}
 	w.busy = false
 	if !c.closed {
 		c.retire(w)
+	}
+	c.mu.Unlock()
+	if counted {
+		c.env.Logger.Debug("oom: a removed cgroup's kill counted from its notifications (the count was gone before it could be read)", "cgroup", w.cg.Path)
 	}
 }
 
