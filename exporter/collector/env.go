@@ -27,6 +27,9 @@ type Config struct {
 	// PodLogsPath is the host's /var/log, where the kubelet's pods/ and containers/
 	// directories name pods and containers; "" leaves the names out.
 	PodLogsPath string
+	// OOMRetention is how long the OOM kills of a removed cgroup are still exported;
+	// 0 means defaultOOMRetention.
+	OOMRetention time.Duration
 }
 
 // Env is what the collectors share, created once per exporter by NewEnv: configuration,

@@ -17,16 +17,155 @@ import (
 )
 
 func init() {
-	register("oom", true, "OOM kills of cgroups that are already gone: cgroup v2 memory.events watched with inotify, kept under the dead container's identity for "+oomRetention.String(), newOOMCollector)
+	register("oom", true, "OOM kills of cgroups that are already gone: cgroup v2 memory.events watched with inotify, "+
+		"v1 memory.oom_control notifications through cgroup.event_control and an eventfd; kept under the dead container's identity for "+
+		defaultOOMRetention.String()+" (--oom.retention)", newOOMCollector, oomWatchedDesc, oomUnwatchedDesc)
 }
 
-// oomRetention is how long quota_memory_oom_kills_total of a removed cgroup is still
+var (
+	oomWatchedDesc = prometheus.NewDesc(namespace+"_exporter_oom_watched_cgroups",
+		"quota_exporter: cgroups whose OOM kills the oom collector watches (v2 inotify watches, v1 eventfds).", nil, nil)
+	oomUnwatchedDesc = prometheus.NewDesc(namespace+"_exporter_oom_unwatched_cgroups",
+		"quota_exporter: watched memory cgroups the oom collector could not watch (v1: beyond its descriptor budget, or cgroup.event_control not writable; v2: no inotify watch left). Their kills are lost if they are removed before a scrape.", nil, nil)
+)
+
+// defaultOOMRetention is how long quota_memory_oom_kills_total of a removed cgroup is still
 // exported: when the kernel OOM-kills a container's main process the runtime removes its
 // cgroup, often within a second and before the next scrape. Fifteen minutes cover several
 // scrape intervals and the 5-minute windows of increase() in rules and alerts, so the kill
 // shows up against the dead container's cgroup, pod_uid and container_id; the series then
 // ends like any other of a deleted container.
-const oomRetention = 15 * time.Minute
+const defaultOOMRetention = 15 * time.Minute
+
+// newOOMCollector watches memory.events (v2) or memory.oom_control (v1).
+func newOOMCollector(env *Env) (Collector, error) {
+	l := env.Cgroups.Layout()
+	switch {
+	case l.Memory == nil:
+		return noOOM{}, nil
+	case l.Memory.Version == 2:
+		return newOOMv2Collector(env)
+	default:
+		return newOOMv1Collector(env)
+	}
+}
+
+// noOOM is the collector without a memory hierarchy.
+type noOOM struct{}
+
+func (noOOM) Update(context.Context, chan<- prometheus.Metric) error { return nil }
+
+// oomRetained are the OOM kills of cgroups that are gone, kept for the retention.
+type oomRetained struct {
+	retention time.Duration
+	mu        sync.Mutex
+	gone      map[string]oomGone
+}
+
+type oomGone struct {
+	cg    cgroupfs.Cgroup
+	kills uint64
+	until time.Time
+}
+
+func newOOMRetained(cfg Config) *oomRetained {
+	r := cfg.OOMRetention
+	if r <= 0 {
+		r = defaultOOMRetention
+	}
+	return &oomRetained{retention: r, gone: map[string]oomGone{}}
+}
+
+// keep retains a removed cgroup's count, when it saw a kill.
+func (r *oomRetained) keep(cg cgroupfs.Cgroup, kills uint64) {
+	if kills == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.gone[cg.Path] = oomGone{cg: cg, kills: kills, until: time.Now().Add(r.retention)}
+	r.mu.Unlock()
+}
+
+// forget drops a path that is watched again: a cgroup re-created under the same path starts afresh.
+func (r *oomRetained) forget(path string) {
+	r.mu.Lock()
+	delete(r.gone, path)
+	r.mu.Unlock()
+}
+
+func (r *oomRetained) expire() {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p, g := range r.gone {
+		if now.After(g.until) {
+			delete(r.gone, p)
+		}
+	}
+}
+
+// collect exports the retained counts, except where discovery sees the path again (the
+// memory collector exports that one), so no cgroup has two series.
+func (r *oomRetained) collect(ctx context.Context, env *Env, ch chan<- prometheus.Metric) {
+	r.expire()
+	cgs, _ := env.Cgroups.Cgroups(ctx)
+	live := make(map[string]bool, len(cgs))
+	for _, cg := range cgs {
+		live[cg.Path] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p, g := range r.gone {
+		if !live[p] {
+			newEmitter(ch, cgroupLabels, cgroupLabelValues(g.cg)).counter(memOOMKillsDesc, float64(g.kills))
+		}
+	}
+}
+
+// oomWatchLoop runs sync now and every oomRediscover until ctx ends, then closes done.
+func oomWatchLoop(ctx context.Context, done chan<- struct{}, sync func(context.Context)) {
+	defer close(done)
+	t := time.NewTicker(oomRediscover)
+	defer t.Stop()
+	for {
+		sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// oomWatchCandidates lists the cgroups whose OOM kills are watched (seen) and those of them
+// not watched yet (fresh): every watched memory cgroup but the root (its kills are the
+// host's). Not only those with a limit: the kill is counted in the victim's cgroup, which
+// may have none of its own (a limit on the pod only).
+func oomWatchCandidates(ctx context.Context, env *Env, mu *sync.Mutex, watched func(path string) bool) (seen map[string]bool, fresh []cgroupfs.Cgroup) {
+	cgs, _ := env.Cgroups.Cgroups(ctx)
+	seen = make(map[string]bool, len(cgs))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, cg := range cgs {
+		if cg.InMemory && cg.Path != "/" {
+			seen[cg.Path] = true
+			if !watched(cg.Path) {
+				fresh = append(fresh, cg)
+			}
+		}
+	}
+	return seen, fresh
+}
+
+// oomExport sends the watcher's gauges (counts, called under mu) and the retained counts.
+func oomExport(ctx context.Context, env *Env, ch chan<- prometheus.Metric, r *oomRetained, mu *sync.Mutex, counts func() (watched, unwatched int)) {
+	mu.Lock()
+	watched, unwatched := counts()
+	mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(oomWatchedDesc, prometheus.GaugeValue, float64(watched))
+	ch <- prometheus.MustNewConstMetric(oomUnwatchedDesc, prometheus.GaugeValue, float64(unwatched))
+	r.collect(ctx, env, ch)
+}
 
 // oomRediscover is how often the watcher looks for new cgroups between scrapes.
 const oomRediscover = 5 * time.Second
@@ -38,32 +177,27 @@ type oomCgroup struct {
 	file  string
 	wd    int32
 	kills uint64
-	until time.Time // set when the cgroup is gone
 }
 
 // oomCollector watches memory.events of every watched v2 cgroup with inotify (the kernel
 // notifies changes of that file), re-reads oom_kill on each change, and exports the count of
-// cgroups that disappeared. Live cgroups' counts are the memory collector's. On v1 (no
-// memory.events) it does nothing.
+// cgroups that disappeared. Live cgroups' counts are the memory collector's.
 type oomCollector struct {
-	env    *Env
-	fd     int      // the inotify instance, -1 when not watching
-	file   *os.File // fd through the runtime poller, so that Close ends a blocked Read
-	cancel context.CancelFunc
-	done   chan struct{}
+	env      *Env
+	fd       int      // the inotify instance
+	file     *os.File // fd through the runtime poller, so that Close ends a blocked Read
+	cancel   context.CancelFunc
+	done     chan struct{}
+	retained *oomRetained
 
-	mu     sync.Mutex
-	byWD   map[int32]*oomCgroup
-	byPath map[string]*oomCgroup
-	gone   map[string]*oomCgroup
+	mu        sync.Mutex
+	byWD      map[int32]*oomCgroup
+	byPath    map[string]*oomCgroup
+	unwatched int // candidates of the last sync without a watch (no inotify watch left)
 }
 
-func newOOMCollector(env *Env) (Collector, error) {
-	c := &oomCollector{env: env, fd: -1, byWD: map[int32]*oomCgroup{}, byPath: map[string]*oomCgroup{}, gone: map[string]*oomCgroup{}}
-	l := env.Cgroups.Layout()
-	if l.Memory == nil || l.Memory.Version != 2 {
-		return c, nil
-	}
+func newOOMv2Collector(env *Env) (Collector, error) {
+	c := &oomCollector{env: env, fd: -1, byWD: map[int32]*oomCgroup{}, byPath: map[string]*oomCgroup{}, retained: newOOMRetained(env.Config)}
 	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -72,26 +206,12 @@ func newOOMCollector(env *Env) (Collector, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel, c.done = cancel, make(chan struct{})
 	go c.events()
-	go func() {
-		t := time.NewTicker(oomRediscover)
-		defer t.Stop()
-		for {
-			c.sync(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	go oomWatchLoop(ctx, make(chan struct{}), c.sync)
 	return c, nil
 }
 
 // Close stops the watcher.
 func (c *oomCollector) Close() {
-	if c.fd < 0 {
-		return
-	}
 	c.cancel()
 	c.file.Close() // ends the read in events
 	<-c.done
@@ -99,47 +219,35 @@ func (c *oomCollector) Close() {
 
 // sync adds watches for new cgroups and retires the ones discovery no longer returns.
 func (c *oomCollector) sync(ctx context.Context) {
-	cgs, _ := c.env.Cgroups.Cgroups(ctx)
+	seen, fresh := oomWatchCandidates(ctx, c.env, &c.mu, func(p string) bool { return c.byPath[p] != nil })
 	l := c.env.Cgroups.Layout()
-	seen := make(map[string]bool, len(cgs))
-	for _, cg := range cgs {
-		if !cg.InMemory || cg.Path == "/" {
-			continue
-		}
-		seen[cg.Path] = true
-		c.mu.Lock()
-		_, known := c.byPath[cg.Path]
-		c.mu.Unlock()
-		if known {
-			continue
-		}
+	unwatched := 0
+	for _, cg := range fresh {
 		dir := l.Memory.Dir(cg.Path)
 		file := filepath.Join(dir, "memory.events")
 		wd, err := syscall.InotifyAddWatch(c.fd, file, syscall.IN_MODIFY)
 		if err != nil {
-			continue // gone already, or not a kernel file (fixture trees): nothing to watch
+			if err == syscall.ENOSPC { // fs.inotify.max_user_watches
+				unwatched++
+			}
+			continue // gone already: nothing to watch
 		}
 		w := &oomCgroup{cg: cg, dir: dir, file: file, wd: int32(wd)}
 		w.kills, _ = readOOMKills(dir)
 		c.mu.Lock()
 		c.byWD[w.wd], c.byPath[cg.Path] = w, w
-		delete(c.gone, cg.Path) // a cgroup re-created under the same path starts afresh
 		c.mu.Unlock()
+		c.retained.forget(cg.Path)
 	}
 	if ctx.Err() != nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.unwatched = unwatched
 	for p, w := range c.byPath {
 		if !seen[p] {
 			c.retire(w)
-		}
-	}
-	now := time.Now()
-	for p, w := range c.gone {
-		if now.After(w.until) {
-			delete(c.gone, p)
 		}
 	}
 }
@@ -149,10 +257,7 @@ func (c *oomCollector) retire(w *oomCgroup) {
 	delete(c.byWD, w.wd)
 	delete(c.byPath, w.cg.Path)
 	_, _ = syscall.InotifyRmWatch(c.fd, uint32(w.wd))
-	if w.kills > 0 {
-		w.until = time.Now().Add(oomRetention)
-		c.gone[w.cg.Path] = w
-	}
+	c.retained.keep(w.cg, w.kills)
 }
 
 // events reads inotify events: a change of memory.events re-reads oom_kill at once, before
@@ -200,24 +305,9 @@ func readOOMKills(dir string) (uint64, error) {
 	return m["oom_kill"], nil
 }
 
-// Update exports the OOM kills of removed cgroups still within oomRetention, except where
-// discovery sees the path again (the memory collector exports that one).
+// Update exports the OOM kills of removed cgroups still within the retention.
 func (c *oomCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	if c.fd < 0 {
-		return nil
-	}
 	c.sync(ctx)
-	cgs, _ := c.env.Cgroups.Cgroups(ctx)
-	live := make(map[string]bool, len(cgs))
-	for _, cg := range cgs {
-		live[cg.Path] = true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for p, w := range c.gone {
-		if !live[p] {
-			newEmitter(ch, cgroupLabels, cgroupLabelValues(w.cg)).counter(memOOMKillsDesc, float64(w.kills))
-		}
-	}
+	oomExport(ctx, c.env, ch, c.retained, &c.mu, func() (int, int) { return len(c.byPath), c.unwatched })
 	return nil
 }

@@ -3,11 +3,20 @@
 package collector
 
 import (
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 // The watcher on a v2 fixture tree (inotify reports writes to regular files as it does for
@@ -53,6 +62,215 @@ func TestOOMKillsOutliveTheirCgroup(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("want %s\ngot:\n%s", want, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// oomAllocator is a C program that touches 64 MiB and then waits: in a 32 MiB cgroup the
+// kernel OOM-kills it.
+const oomAllocator = `#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+	size_t n = 64 << 20;
+	volatile char *p = malloc(n); /* volatile: the stores are not optimised away */
+	if (!p) return 2;
+	for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+	pause();
+	return p[0];
+}
+`
+
+// TestOOMKillOfRemovedV1Container is the v1 case on this host's real cgroups: a process in a
+// 32 MiB container cgroup (kubepods cgroupfs-driver layout) is OOM-killed and the test removes
+// the cgroup at once, as a runtime does, then starts the "restarted" container in a new
+// cgroup of the same pod. The dead container's kill is exported once under its identity, the
+// new container's count is its own, and the series ends after the retention.
+func TestOOMKillOfRemovedV1Container(t *testing.T) {
+	gcc := testutil.LookPath(t, "gcc")
+	bin := filepath.Join(t.TempDir(), "alloc")
+	src := bin + ".c"
+	if err := os.WriteFile(src, []byte(oomAllocator), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	root := testutil.NewCgroup(t, "oom", testutil.CgroupOptions{})
+	const uid = "6f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b"
+	pod := root.Child("kubepods", testutil.CgroupOptions{}).Child("burstable", testutil.CgroupOptions{}).Child("pod"+uid, testutil.CgroupOptions{})
+	id1, id2 := strings.Repeat("a1", 32), strings.Repeat("b2", 32)
+	container := func(id string) *testutil.Cgroup {
+		c := pod.Child(id, testutil.CgroupOptions{MemoryLimit: 32 << 20})
+		if _, err := os.Stat(filepath.Join(c.Dir("memory"), "memory.memsw.limit_in_bytes")); err == nil {
+			c.Write("memory", "memory.memsw.limit_in_bytes", strconv.Itoa(32<<20)) // no escape into swap
+		}
+		return c
+	}
+	oomKill := func(c *testutil.Cgroup) {
+		t.Helper()
+		cmd := c.Command(bin)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("the allocator was not OOM-killed: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the allocator was not OOM-killed within 20 s")
+		}
+	}
+
+	const retention = 3 * time.Second
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", OOMRetention: retention,
+		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(root.Path) + "(/.*)?$")}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Cgroups.maxAge = 0 // see removals at once
+	oc, err := newOOMCollector(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oom, ok := oc.(*oomV1Collector)
+	testutil.Require(t, ok, "the memory hierarchy is not a v1 cgroup mount")
+	defer func() {
+		start := time.Now()
+		oom.Close()
+		if d := time.Since(start); d > oomV1CloseWait+time.Second {
+			t.Errorf("Close took %v", d)
+		}
+	}()
+	mem, _ := newMemoryCollector(env)
+	collectors := map[string]Collector{"memory": mem, "oom": oom}
+	kills := func(mfs map[string]*dto.MetricFamily, c *testutil.Cgroup, id string) float64 {
+		t.Helper()
+		var got []*dto.Metric
+		for _, m := range mfs["quota_memory_oom_kills_total"].GetMetric() {
+			for _, lp := range m.Label {
+				if lp.GetName() == "cgroup" && lp.GetValue() == c.Path {
+					got = append(got, m)
+				}
+			}
+		}
+		switch len(got) {
+		case 0:
+			return 0
+		case 1:
+			if m := seriesFor(mfs, "quota_memory_oom_kills_total", c.Path, "container_id", "containerd://"+id, "pod_uid", uid, "qos_class", "burstable"); m == nil {
+				t.Errorf("the series of %s lacks its identity: %v", c.Path, got[0].Label)
+			}
+			return value(got[0])
+		}
+		t.Fatalf("%d series for %s: %v", len(got), c.Path, got)
+		return 0
+	}
+	waitFor := func(what string, cond func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mfs := scrapeFamilies(t, env, collectors)
+			if cond(mfs) {
+				return mfs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10 s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	c1 := container(id1)
+	waitFor("the eventfd of the new container", func(mfs map[string]*dto.MetricFamily) bool { // scrapes register it
+		w := mfs["quota_exporter_oom_watched_cgroups"].GetMetric()
+		return len(w) == 1 && value(w[0]) >= 1
+	})
+	oomKill(c1)
+	c1.Remove() // as the runtime does, before any scrape
+	c2 := container(id2)
+	sleeper := c2.Command("/bin/sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mfs := waitFor("the removed container's kill", func(mfs map[string]*dto.MetricFamily) bool { return kills(mfs, c1, id1) == 1 })
+	if k := kills(mfs, c2, id2); k != 0 {
+		t.Errorf("the restarted container shows %v kills, want 0", k)
+	}
+	for range 3 { // counted once, whatever the scrapes
+		time.Sleep(200 * time.Millisecond)
+		mfs = scrapeFamilies(t, env, collectors)
+		if k := kills(mfs, c1, id1); k != 1 {
+			t.Fatalf("removed container: %v kills in a later scrape, want 1", k)
+		}
+	}
+
+	// A kill in the restarted container is its own: live (memory collector), then, once its
+	// cgroup is removed 200 ms later, retained (oom collector), 1 throughout.
+	_ = syscallKill(sleeper.Process.Pid)
+	_ = sleeper.Wait()
+	oomKill(c2)
+	mfs = scrapeFamilies(t, env, collectors)
+	if k1, k2 := kills(mfs, c1, id1), kills(mfs, c2, id2); k1 != 1 || k2 != 1 {
+		t.Errorf("after the second kill: removed container %v, restarted container %v; want 1 and 1", k1, k2)
+	}
+	time.Sleep(200 * time.Millisecond)
+	c2.Remove()
+	time.Sleep(700 * time.Millisecond) // the checkers settle
+	mfs = scrapeFamilies(t, env, collectors)
+	if k1, k2 := kills(mfs, c1, id1), kills(mfs, c2, id2); k1 != 1 || k2 != 1 {
+		t.Errorf("after the removal of the restarted container: %v and %v; want 1 and 1", k1, k2)
+	}
+	if k := value(seriesFor(mfs, "quota_memory_oom_kills_total", pod.Path)); !math.IsNaN(k) && k != 0 {
+		t.Errorf("the pod shows %v kills: v1 counts them in the victim's cgroup only", k)
+	}
+
+	time.Sleep(retention)
+	waitFor("the end of the retention", func(mfs map[string]*dto.MetricFamily) bool {
+		return kills(mfs, c1, id1) == 0 && kills(mfs, c2, id2) == 0
+	})
+}
+
+// TestOOMv1DescriptorBudget: beyond its budget the watcher holds no more eventfds and counts
+// the cgroups it left unwatched.
+func TestOOMv1DescriptorBudget(t *testing.T) {
+	root := testutil.NewCgroup(t, "oombudget", testutil.CgroupOptions{})
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys",
+		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(root.Path) + "/.*$")}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := newOOMCollector(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oom, ok := oc.(*oomV1Collector)
+	testutil.Require(t, ok, "the memory hierarchy is not a v1 cgroup mount")
+	defer oom.Close()
+	oom.mu.Lock()
+	oom.budget = 2
+	oom.mu.Unlock()
+	for i := range 3 { // after the budget is set, so that every sync sees it
+		root.Child("c"+strconv.Itoa(i), testutil.CgroupOptions{MemoryLimit: 32 << 20})
+	}
+	gauge := func(mfs map[string]*dto.MetricFamily, name string) float64 {
+		if m := mfs[name].GetMetric(); len(m) == 1 {
+			return value(m[0])
+		}
+		return math.NaN()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mfs := scrapeFamilies(t, env, map[string]Collector{"oom": oom})
+		w, u := gauge(mfs, "quota_exporter_oom_watched_cgroups"), gauge(mfs, "quota_exporter_oom_unwatched_cgroups")
+		if w == 2 && u == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watched %v, unwatched %v; want 2 and 1", w, u)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

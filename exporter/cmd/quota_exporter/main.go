@@ -61,6 +61,7 @@ func run(args []string) int {
 		procExc     = app.Flag("process.exclude", "Regexp of process names not to export (whole name).").Default("").String()
 		podLogs     = app.Flag("path.podlogs", "The host's /var/log: the kubelet's pods/ and containers/ directories there name the pods and containers (namespace, pod, container labels). Only directory names are read. Empty: no names.").Default("/var/log").String()
 		smapsEvery  = app.Flag("process.smaps-interval", "Minimum interval between smaps reads of one process (they walk its page tables).").Default("5m").Duration()
+		oomRetain   = app.Flag("oom.retention", "How long quota_memory_oom_kills_total of a removed cgroup is still exported (oom collector): a few scrape intervals plus the windows of increase() in the alerts.").Default("15m").Duration()
 	)
 	toolkitFlags := webflag.AddFlags(app, defaultListenAddress)
 	logConfig := &promslog.Config{}
@@ -86,6 +87,7 @@ func run(args []string) int {
 		BareContainerRuntime: *bareRuntime, ThrottleWindow: *window,
 		ProcessMinResident: uint64(*minRes), SmapsInterval: *smapsEvery,
 		PodLogsPath: *podLogs, ThrottleFullHistograms: *fullHists,
+		OOMRetention: *oomRetain,
 	}
 	var err error
 	for _, re := range []struct {

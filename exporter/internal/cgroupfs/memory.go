@@ -83,16 +83,28 @@ func ReadMemoryStatsV1(dir string) (Memory, error) {
 	}
 	m.RSS, m.Cache = pick("rss"), pick("cache")
 	m.WorkingSet = workingSet(m.Usage, pick("inactive_file"))
-	// oom_kill appeared in memory.oom_control in kernel 4.13; older kernels have no count.
-	_ = readFile(filepath.Join(dir, "memory.oom_control"), func(b []byte) error {
-		return parseKeyed(b, func(kb []byte, v uint64) {
-			k := string(kb) // on the stack unless kept: no allocation per key
-			if k == "oom_kill" {
-				m.OOMKills, m.HasOOMKills = v, true
-			}
-		})
-	})
+	m.OOMKills, m.HasOOMKills, _ = ReadOOMKillsV1(dir)
 	return m, nil
+}
+
+// ReadOOMKillsV1 reads oom_kill from memory.oom_control: the processes the OOM killer killed
+// in this cgroup only (v1 does not count descendants' kills). ok is false on kernels before
+// 4.13, which have no such line.
+func ReadOOMKillsV1(dir string) (kills uint64, ok bool, err error) {
+	err = readFile(filepath.Join(dir, "memory.oom_control"), func(b []byte) error {
+		kills, ok, err = parseOOMControl(b)
+		return err
+	})
+	return kills, ok, err
+}
+
+func parseOOMControl(b []byte) (kills uint64, ok bool, err error) {
+	err = parseKeyed(b, func(kb []byte, v uint64) {
+		if string(kb) == "oom_kill" { // no allocation: the conversion is only compared
+			kills, ok = v, true
+		}
+	})
+	return kills, ok, err
 }
 
 // ReadMemoryV2 reads memory.current, memory.max, memory.stat and memory.events.

@@ -51,6 +51,22 @@ func NewCgroup(t testing.TB, name string, opts CgroupOptions) *Cgroup {
 	t.Helper()
 	RequireV1Cgroups(t)
 	rel := fmt.Sprintf("/%s/%s-%d-%d", testParent, name, os.Getpid(), time.Now().UnixNano()%1e6)
+	return newCgroupAt(t, rel, opts)
+}
+
+// Child creates a cgroup called name (one path element, used as is: a kubepods-style
+// layout needs exact names) directly below c; it is removed before c.
+func (c *Cgroup) Child(name string, opts CgroupOptions) *Cgroup {
+	c.t.Helper()
+	return newCgroupAt(c.t, c.Path+"/"+name, opts)
+}
+
+// Remove kills what is left in the cgroup and removes it now, as a container runtime does
+// when the container has ended.
+func (c *Cgroup) Remove() { c.remove() }
+
+func newCgroupAt(t testing.TB, rel string, opts CgroupOptions) *Cgroup {
+	t.Helper()
 	cg := &Cgroup{Path: rel, t: t}
 	for _, c := range v1Controllers {
 		if err := os.MkdirAll(cg.Dir(c), 0o755); err != nil {
