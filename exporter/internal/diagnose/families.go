@@ -104,11 +104,13 @@ func FromFamilies(start, end []*dto.MetricFamily, window time.Duration, hostCPUs
 		w := get(s)
 		w.LimitCores, w.LimitCgroup = s.value, s.labels["limit_cgroup"]
 	}
-	for _, s := range b["quota_memory_effective_limit_bytes"] {
-		get(s).MemoryLimitBytes = s.value
-	}
 	for _, s := range b["quota_process_info"] {
 		get(s)
+	}
+	for _, s := range b["quota_memory_effective_limit_bytes"] {
+		if w := ws[s.labels["cgroup"]]; w != nil {
+			w.MemoryLimitBytes = s.value
+		}
 	}
 
 	periodsA, periodsB := a.byCgroup("quota_cpu_periods_total", nil), b.byCgroup("quota_cpu_periods_total", nil)
