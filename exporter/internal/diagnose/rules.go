@@ -22,9 +22,9 @@ const (
 	// memoryCriticalShare: a process whose anonymous memory is this share of the memory
 	// limit, with too many arenas, is near an OOM kill.
 	memoryCriticalShare = 0.8
-	// arenaHeapFloor: arenas whose heaps hold less resident memory than half a heap cost too
-	// little to be worth a change (a JVM's dozen near-empty arenas, for instance).
-	arenaHeapFloor = 32 << 20
+	// arenaHeapFloor: arenas whose heaps hold less than this each on average cost too little
+	// to be worth a change (a JVM's dozen near-empty arenas: 2 MiB for 16).
+	arenaHeapFloor = 1 << 20
 )
 
 // Diagnose runs every rule over the workloads and returns the findings, worst first.
@@ -275,7 +275,7 @@ func mallocArenas(w *Workload, p Process) (Finding, bool) {
 	n := suggestedArenas(w.LimitCores)
 	// Arenas counts the non-main ones; the limit counts the main arena too. A limit at or
 	// below the suggestion, or fewer arenas than it, is no problem.
-	if m.ArenaLimit <= n || m.Arenas+1 <= 2*n || m.HeapBytes < arenaHeapFloor {
+	if m.ArenaLimit <= n || m.Arenas+1 <= 2*n || m.HeapBytes < float64(m.Arenas+1)*arenaHeapFloor {
 		return Finding{}, false
 	}
 	sev := Warning
