@@ -192,7 +192,7 @@ func jvmThreads(w *Workload, p Process) (Finding, bool) {
 		{Name: "gc_concurrent_threads", Value: float64(j.ConcurrentGC), Text: fmt.Sprintf("%d concurrent GC threads", j.ConcurrentGC)},
 		{Name: "jit_threads", Value: float64(j.JIT), Text: fmt.Sprintf("%d JIT compiler threads", j.JIT)},
 	}, w.limitFacts()...)
-	f.Mechanism = fmt.Sprintf("Each collection wakes %d GC threads at once; together they use the %s quota of a period within a few milliseconds, "+
+	f.Mechanism = fmt.Sprintf("Each collection wakes %d GC threads at once; running together they can use the %s quota of a period within a few milliseconds, "+
 		"and the kernel then stops every thread of the cgroup, application included, until the next period.", j.ParallelGC, coreAdj(w.LimitCores))
 	if onAncestor(w) {
 		f.Mechanism += " The limit is set on an ancestor cgroup, which JVMs before JDK 24 do not read."
@@ -210,7 +210,9 @@ func jvmThreads(w *Workload, p Process) (Finding, bool) {
 	} else {
 		f.Fix.Alternatives = append(f.Fix.Alternatives, "keep the CPU count and set the pools alone: "+explicitFlags)
 	}
-	f.Fix.Alternatives = append(f.Fix.Alternatives, fmt.Sprintf("or raise the CPU limit to %d cores, the count the JVM sized itself for", j.CPUCount))
+	if w.HostCPUs == 0 || j.CPUCount <= w.HostCPUs {
+		f.Fix.Alternatives = append(f.Fix.Alternatives, fmt.Sprintf("or raise the CPU limit to %d cores, the count the JVM sized itself for", j.CPUCount))
+	}
 	return f, true
 }
 
