@@ -20,6 +20,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/collector"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/history"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 )
 
@@ -33,6 +34,9 @@ type diagnoseCommand struct {
 	duration *time.Duration
 	all      *bool
 	format   *string
+	promURL  *string
+	promSel  *string
+	since    *time.Duration
 }
 
 func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
@@ -42,6 +46,9 @@ func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
 		duration: c.Flag("duration", "How long to sample (per-second throttling is observed over it).").Default("15s").Duration(),
 		all:      c.Flag("all", "List every watched workload with a one-line state, not only the findings.").Bool(),
 		format:   c.Flag("format", "Output format: text (colour on a terminal), json (docs/diagnose.schema.json) or markdown.").Default("text").Enum("text", "json", "markdown"),
+		promURL:  c.Flag("prometheus.url", "Diagnose over history instead of sampling: the Prometheus that stores this exporter's series (e.g. http://prometheus:9090).").String(),
+		promSel:  c.Flag("prometheus.selector", "With --prometheus.url: label matchers for every series, e.g. instance=\"node1:10137\" (cgroup paths repeat across nodes).").String(),
+		since:    c.Flag("since", "With --prometheus.url: the window of history to judge.").Default("24h").Duration(),
 	}
 }
 
@@ -52,12 +59,23 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		progress = os.Stderr
 	}
-	ws, notes, err := sampleWorkloads(ctx, cfg, names, *d.duration, scrapeTimeout, progress, logger)
+	source, window := "live", *d.duration
+	var (
+		ws    []diagnose.Workload
+		notes []string
+		err   error
+	)
+	if *d.promURL != "" {
+		source, window = "history", *d.since
+		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now()})
+	} else {
+		ws, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, scrapeTimeout, progress, logger)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quota_exporter diagnose:", err)
 		return diagnoseCannotRun
 	}
-	r := diagnose.NewReport("live", *d.duration, ws, *d.all, time.Now())
+	r := diagnose.NewReport(source, window, ws, *d.all, time.Now())
 	r.Notes = notes
 	switch *d.format {
 	case "json":
@@ -83,6 +101,11 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	if cfg.ThrottleWindow <= 0 {
 		cfg.ThrottleWindow = time.Second
 	}
+	// The arena finding needs the heaps' resident size, which the smaps collector reads in
+	// the background, at most every interval: half the duration gets one read of each
+	// process (once the first gather has found its heaps) before the second gather, and no
+	// more than two (smaps walks page tables).
+	cfg.SmapsInterval = max(duration/2, time.Second)
 	_ = raiseFileLimit()
 	env, err := collector.NewEnv(cfg, logger)
 	if err != nil {

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -231,14 +233,21 @@ func TestDiagnoseSeedScenarios(t *testing.T) {
 	jvmOK := startScenario(t, "jvm-healthy", testutil.CgroupOptions{QuotaUS: 200000, MemoryLimit: mem}, nil,
 		"java", "-XX:ActiveProcessorCount=2", "-XX:ParallelGCThreads=2", "-XX:+UseParallelGC", "-Xmx128m", "-cp", w.jvmHealthy, "Healthy", "20")
 	goOK := startScenario(t, "go-healthy", testutil.CgroupOptions{QuotaUS: 200000, MemoryLimit: mem}, []string{"GOMAXPROCS=2"}, w.goHealthy, "-rate", "20")
+	include := fmt.Sprintf("--cgroup.include=.*/diag-.*-%d-.*", os.Getpid())
+	promURL := startPrometheus(t, bin, include)
 	time.Sleep(5 * time.Second) // JVM start-up and the first arenas
 
-	include := fmt.Sprintf("--cgroup.include=.*/diag-.*-%d-.*", os.Getpid())
 	thr0 := throttledSeconds(t, gcStorm.cg)
 	before, code := diagnoseJSON(t, bin, "--duration="+seedSample, "--all", include)
 	thrJVM := throttledSeconds(t, gcStorm.cg) - thr0
 	if want := map[string]int{"warning": 1, "critical": 2}[before.Worst]; want == 0 || code != want {
 		t.Errorf("exit %d worst %s, want 1 or 2 and the two matching", code, before.Worst)
+	}
+	// History: the same rules over what Prometheus stored from the exporter in the same
+	// window give the same findings and fixes.
+	hist, _ := diagnoseJSON(t, bin, "--prometheus.url="+promURL, "--since="+seedSample, "--all")
+	if hist.Source != "history" || !sameFindings(before, hist) {
+		t.Errorf("history findings differ from live:\nlive    %s\nhistory %s", findingKeys(before), findingKeys(hist))
 	}
 	for _, s := range []*scenario{jvmOK, goOK} {
 		if fs := findingsFor(before, s.cg.Path); len(fs) != 0 {
@@ -338,6 +347,57 @@ func TestDiagnoseSeedScenarios(t *testing.T) {
 		t.Errorf("arenas %d with MALLOC_ARENA_MAX, %.0f before: not fewer", arenasAfter, arenasBefore)
 	} else {
 		t.Logf("arenas %.0f before, %d with the fix", arenasBefore, arenasAfter)
+	}
+}
+
+// findingKeys lists cgroup, rule and fix settings of each finding, sorted.
+func findingKeys(r diagnose.Report) string {
+	var keys []string
+	for _, f := range r.Findings {
+		keys = append(keys, fmt.Sprintf("%s %s %v", f.Cgroup, f.Rule, f.Fix.Settings))
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, "; ")
+}
+
+func sameFindings(a, b diagnose.Report) bool { return findingKeys(a) == findingKeys(b) }
+
+// startPrometheus runs the exporter (serve, the same cgroup filter, full histograms like
+// diagnose) and the pinned Prometheus scraping it every second; it returns Prometheus's URL.
+func startPrometheus(t *testing.T, bin, include string) string {
+	t.Helper()
+	out, err := exec.Command("go", "tool", "-modfile="+filepath.Join("..", "..", "..", "tools", "go.mod"), "-n", "prometheus").Output()
+	testutil.Require(t, err == nil, fmt.Sprintf("pinned prometheus (make tools): %v", err))
+	exporterAddr := startExporter(t, nil, bin, include, "--throttle.full-histograms", "--log.level=warn")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: quota\n    static_configs:\n      - targets: [%q]\n", exporterAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	prom := exec.Command(strings.TrimSpace(string(out)), "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn")
+	var logs bytes.Buffer
+	prom.Stdout, prom.Stderr = &logs, &logs
+	if err := prom.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = prom.Process.Kill()
+		_ = prom.Wait()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", logs.String())
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return "http://" + addr
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready:\n%s", logs.String())
+		}
 	}
 }
 
