@@ -42,6 +42,11 @@ func newIndex(mfs []*dto.MetricFamily) index {
 			case m.Histogram != nil:
 				s.hist = m.GetHistogram()
 			}
+			// A non-finite value (a broken series in history) is skipped: it would poison the
+			// arithmetic and cannot be written as JSON.
+			if math.IsNaN(s.value) || math.IsInf(s.value, 0) {
+				continue
+			}
 			ix[mf.GetName()] = append(ix[mf.GetName()], s)
 		}
 	}

@@ -30,31 +30,49 @@ const (
 // Diagnose runs every rule over the workloads and returns the findings, worst first.
 func Diagnose(ws []Workload) []Finding {
 	var out []Finding
+	// explained: limits whose throttling a runtime finding of a workload under them explains
+	// (the runtime's fix is the cause's fix, and its finding carries the throttling).
+	explained := map[string]bool{}
 	for i := range ws {
 		w := &ws[i]
-		var wf []Finding
 		for _, p := range w.Processes {
-			if f, ok := jvmThreads(w, p); ok {
-				wf = append(wf, f)
-			}
-			if f, ok := goMaxProcs(w, p); ok {
-				wf = append(wf, f)
-			}
-			if f, ok := mallocArenas(w, p); ok {
-				wf = append(wf, f)
+			for _, rule := range []func(*Workload, Process) (Finding, bool){jvmThreads, goMaxProcs, mallocArenas} {
+				if f, ok := rule(w, p); ok {
+					out = append(out, f)
+					if f.Rule != RuleMallocArenas {
+						explained[w.limitKey()] = true
+					}
+				}
 			}
 		}
-		// Throttling is its own finding only when no runtime in the workload explains it:
-		// the runtime's fix is the cause's fix, its finding already carries the throttling.
-		if !hasCPURuntimeFinding(wf) {
+	}
+	// Throttling is counted once per limit: a pod and its containers share the pod's. It is
+	// reported on the cgroup that sets the limit, or on the first workload under it when
+	// that cgroup is not watched.
+	reported := map[string]bool{}
+	for _, owner := range []bool{true, false} {
+		for i := range ws {
+			w := &ws[i]
+			k := w.limitKey()
+			if reported[k] || explained[k] || (owner && k != w.Cgroup) {
+				continue
+			}
+			reported[k] = true
 			if f, ok := throttling(w); ok {
-				wf = append(wf, f)
+				out = append(out, f)
 			}
 		}
-		out = append(out, wf...)
 	}
 	Sort(out)
 	return out
+}
+
+// limitKey is the cgroup whose limit binds the workload (itself when it has none).
+func (w *Workload) limitKey() string {
+	if w.LimitCgroup != "" {
+		return w.LimitCgroup
+	}
+	return w.Cgroup
 }
 
 // Sort orders findings worst first: severity, then the workload's throttled share, then name.
@@ -80,15 +98,6 @@ func Worst(fs []Finding) Severity {
 		}
 	}
 	return s
-}
-
-func hasCPURuntimeFinding(fs []Finding) bool {
-	for _, f := range fs {
-		if f.Rule == RuleJVMThreads || f.Rule == RuleGoMaxProcs {
-			return true
-		}
-	}
-	return false
 }
 
 // Rule names (stable: they are part of the JSON schema).
@@ -335,7 +344,7 @@ func throttling(w *Workload) (Finding, bool) {
 	f.Fix.Settings = map[string]string{}
 	// Throttled time is time runnable threads waited, summed over CPUs: the CPU they would
 	// have used is at most that.
-	if w.UsageCores < 0.8*w.LimitCores && w.ThrottledPeriods > 0 {
+	if w.UsageCores < 0.8*w.LimitCores && w.ThrottledPeriods > 0 && w.ThrottledSeconds > 0 {
 		// Bursts: the average fits, the peaks do not. The shortfall of a throttled period is
 		// what a burst allowance (quota left unused by earlier periods) must cover.
 		shortfall := w.ThrottledSeconds / w.ThrottledPeriods

@@ -200,3 +200,20 @@ func TestReportOrderAndExitCode(t *testing.T) {
 		t.Errorf("empty exit %d worst %s", r.ExitCode(), r.Worst)
 	}
 }
+
+// A pod's limit throttles the pod and its containers: one finding, on the pod's cgroup; or
+// on the container when the pod's cgroup is not watched.
+func TestThrottlingOncePerLimit(t *testing.T) {
+	pod, ctr := workload(1, 12), workload(1, 12)
+	pod.Cgroup, pod.LimitCgroup, pod.Pod = "/kubepods/pod1", "/kubepods/pod1", ""
+	ctr.LimitCgroup = "/kubepods/pod1"
+	for _, w := range []*Workload{&pod, &ctr} {
+		w.UsageCores, w.ThrottledSeconds = 0.98, 3
+	}
+	if f := only(t, Diagnose([]Workload{ctr, pod}), RuleThrottling); f.Cgroup != "/kubepods/pod1" {
+		t.Errorf("reported on %s, want the pod", f.Cgroup)
+	}
+	if f := only(t, Diagnose([]Workload{ctr}), RuleThrottling); f.Cgroup != ctr.Cgroup {
+		t.Errorf("reported on %s, want the container", f.Cgroup)
+	}
+}
