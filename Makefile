@@ -27,7 +27,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run test test-unit test-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build run diagnose test test-unit test-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
@@ -37,6 +37,12 @@ build:
 # Starts the exporter against this host with built-in defaults (root sees every process).
 run: build
 	./$(BIN) $(ARGS)
+
+# One diagnosis of this host (docs/diagnose.md): findings worst first, each with its evidence and
+# the fix computed for the workload; exit 1 on warnings, 2 on critical findings. Root sees every
+# process: `sudo make diagnose`, or e.g. `make diagnose ARGS='--all --format markdown'`.
+diagnose: build
+	./$(BIN) diagnose $(ARGS)
 
 # Every test: lint, the exporter's unit and real-system tests, the cgroup v2 VM tests, the mixin checks, the deployment
 # examples, and the end-to-end test (workloads, exporter, Prometheus, Alertmanager; root).

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -76,8 +77,14 @@ func run(args []string) int {
 	}
 	app.Version(version.Print("quota_exporter"))
 	app.HelpFlag.Short('h')
-	if _, err := app.Parse(args); err != nil {
+	app.Command("serve", "Serve the metrics (the default).").Default()
+	diag := addDiagnoseCommand(app)
+	command, err := app.Parse(args)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		if slices.Contains(args, diag.cmd.FullCommand()) {
+			return diagnoseCannotRun
+		}
 		return 2
 	}
 	logger := promslog.New(logConfig)
@@ -89,7 +96,6 @@ func run(args []string) int {
 		PodLogsPath: *podLogs, ThrottleFullHistograms: *fullHists,
 		OOMRetention: *oomRetain,
 	}
-	var err error
 	for _, re := range []struct {
 		dst  **regexp.Regexp
 		expr string
@@ -98,8 +104,14 @@ func run(args []string) int {
 		{&cfg.ProcessInclude, *procInc, "process.include"}, {&cfg.ProcessExclude, *procExc, "process.exclude"}} {
 		if *re.dst, err = compileAnchored(re.expr); err != nil {
 			logger.Error("invalid regexp", "flag", re.flag, "err", err)
+			if command == diag.cmd.FullCommand() {
+				return diagnoseCannotRun
+			}
 			return 2
 		}
+	}
+	if command == diag.cmd.FullCommand() {
+		return diag.run(cfg, enabledCollectors(enabled), *scrapeTO, logger)
 	}
 
 	logger.Info("starting quota_exporter", "version", version.Info(), "build_context", version.BuildContext())
@@ -113,12 +125,7 @@ func run(args []string) int {
 		logger.Error("cannot find cgroup hierarchies", "procfs", *procPath, "sysfs", *sysPath, "err", err)
 		return 1
 	}
-	var names []string
-	for _, n := range collector.Available() {
-		if *enabled[n] {
-			names = append(names, n)
-		}
-	}
+	names := enabledCollectors(enabled)
 	logger.Info("enabled collectors", "collectors", strings.Join(names, ","))
 	set, err := collector.NewSet(env, names)
 	if err != nil {
@@ -219,6 +226,17 @@ func (d disjointGatherers) Gather() ([]*dto.MetricFamily, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
 	return out, errs.MaybeUnwrap()
+}
+
+// enabledCollectors lists the collectors the --collector.<name> flags enable.
+func enabledCollectors(enabled map[string]*bool) []string {
+	var names []string
+	for _, n := range collector.Available() {
+		if *enabled[n] {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // raiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit, as Prometheus does: the

@@ -1,0 +1,204 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/term"
+
+	"github.com/quota-exporter/quota_exporter/exporter/collector"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/history"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
+)
+
+// Exit status of diagnose (docs/diagnose.md): findings' worst severity, or 3.
+const diagnoseCannotRun = 3
+
+// diagnoseCommand is the `quota_exporter diagnose` subcommand: the exporter's collectors,
+// built with the same flags, sampled over --duration and judged by package diagnose.
+type diagnoseCommand struct {
+	cmd      *kingpin.CmdClause
+	duration *time.Duration
+	all      *bool
+	format   *string
+	promURL  *string
+	promSel  *string
+	since    *time.Duration
+}
+
+func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
+	c := app.Command("diagnose", "Sample this host for --duration and print each problem found, its evidence and the fix computed for the workload (exit 0 none, 1 warning, 2 critical, 3 could not run).")
+	return &diagnoseCommand{
+		cmd:      c,
+		duration: c.Flag("duration", "How long to sample (per-second throttling is observed over it).").Default("15s").Duration(),
+		all:      c.Flag("all", "List every watched workload with a one-line state, not only the findings.").Bool(),
+		format:   c.Flag("format", "Output format: text (colour on a terminal), json (docs/diagnose.schema.json) or markdown.").Default("text").Enum("text", "json", "markdown"),
+		promURL:  c.Flag("prometheus.url", "Diagnose over history instead of sampling: the Prometheus that stores this exporter's series (e.g. http://prometheus:9090).").String(),
+		promSel:  c.Flag("prometheus.selector", "With --prometheus.url: label matchers for every series, e.g. instance=\"node1:10137\" (cgroup paths repeat across nodes).").String(),
+		since:    c.Flag("since", "With --prometheus.url: the window of history to judge.").Default("24h").Duration(),
+	}
+}
+
+func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeout time.Duration, logger *slog.Logger) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var progress io.Writer
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		progress = os.Stderr
+	}
+	source, window := "live", *d.duration
+	var (
+		ws    []diagnose.Workload
+		notes []string
+		err   error
+	)
+	if *d.promURL != "" {
+		source, window = "history", *d.since
+		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now()})
+	} else {
+		ws, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, scrapeTimeout, progress, logger)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quota_exporter diagnose:", err)
+		return diagnoseCannotRun
+	}
+	r := diagnose.NewReport(source, window, ws, *d.all, time.Now())
+	r.Notes = notes
+	switch *d.format {
+	case "json":
+		err = diagnose.WriteJSON(os.Stdout, r)
+	case "markdown":
+		err = diagnose.WriteMarkdown(os.Stdout, r)
+	default:
+		err = diagnose.WriteText(os.Stdout, r, diagnose.Style{Color: term.IsTerminal(int(os.Stdout.Fd()))})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quota_exporter diagnose:", err)
+		return diagnoseCannotRun
+	}
+	return r.ExitCode()
+}
+
+// sampleWorkloads builds the collectors, gathers at the start and the end of duration and
+// turns the difference into workloads. Collectors that fail become notes, not errors: the
+// findings that need them are then missing, and the report says so.
+func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, duration, timeout time.Duration, progress io.Writer, logger *slog.Logger) ([]diagnose.Workload, []string, error) {
+	// The throttled-window count needs the ratio histogram's le="0" bucket.
+	cfg.ThrottleFullHistograms = true
+	if cfg.ThrottleWindow <= 0 {
+		cfg.ThrottleWindow = time.Second
+	}
+	// The arena finding needs the heaps' resident size, which the smaps collector reads in
+	// the background, at most every interval: half the duration gets one read of each
+	// process (once the first gather has found its heaps) before the second gather, and no
+	// more than two (smaps walks page tables).
+	cfg.SmapsInterval = max(duration/2, time.Second)
+	_ = raiseFileLimit()
+	env, err := collector.NewEnv(cfg, logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot find cgroup hierarchies: %w", err)
+	}
+	set, err := collector.NewSet(env, names)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot create collectors: %w", err)
+	}
+	defer set.Close()
+	// The sampler's first window starts with the set; one window in, every cgroup with a
+	// quota has a baseline, so the histograms' increase covers whole windows.
+	if !sleepCtx(ctx, cfg.ThrottleWindow+100*time.Millisecond) {
+		return nil, nil, ctx.Err()
+	}
+	t0 := time.Now()
+	start, err := set.Gather(ctx, timeout)
+	if start == nil {
+		return nil, nil, fmt.Errorf("first collection: %w", err)
+	}
+	for elapsed := time.Duration(0); elapsed < duration; {
+		step := min(time.Second, duration-elapsed)
+		if !sleepCtx(ctx, step) {
+			return nil, nil, ctx.Err()
+		}
+		elapsed += step
+		if progress != nil {
+			fmt.Fprintf(progress, "\rsampling %s %3.0f/%.0f s", bar(elapsed, duration), elapsed.Seconds(), duration.Seconds())
+		}
+	}
+	if progress != nil {
+		fmt.Fprint(progress, "\r\x1b[K")
+	}
+	end, err := set.Gather(ctx, timeout)
+	if end == nil {
+		return nil, nil, fmt.Errorf("second collection: %w", err)
+	}
+	window := time.Since(t0)
+	var notes []string
+	notes = append(notes, failedCollectors(end)...)
+	return diagnose.FromFamilies(start, end, window, hostCPUs(cfg.SysPath)), notes, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func bar(done, total time.Duration) string {
+	const width = 20
+	n := width
+	if total > 0 {
+		n = int(float64(width) * done.Seconds() / total.Seconds())
+	}
+	n = min(max(n, 0), width)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+// failedCollectors names the collectors whose last run failed, from the exporter's own
+// quota_exporter_scrape_collector_success series.
+func failedCollectors(mfs []*dto.MetricFamily) []string {
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != "quota_exporter_scrape_collector_success" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetGauge().GetValue() != 0 {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "collector" {
+					out = append(out, "collector "+l.GetValue()+" failed; findings that need it may be missing (see the log)")
+				}
+			}
+		}
+	}
+	return out
+}
+
+// hostCPUs counts the host's online CPUs (glibc's arena limit uses them, not the quota);
+// 0 when unreadable.
+func hostCPUs(sysfs string) int {
+	b, err := os.ReadFile(filepath.Join(sysfs, "devices", "system", "cpu", "online"))
+	if err != nil {
+		return 0
+	}
+	n, _ := goruntime.ParseCPUList(strings.TrimSpace(string(b)))
+	return n
+}

@@ -1,0 +1,276 @@
+package diagnose
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// The live adapter: two gathers of the exporter's collectors, window apart, become
+// Workloads. The series are the exporter's own (docs/metrics.md); counters are the
+// increase between the gathers.
+
+type seriesKey struct{ cgroup, process string }
+
+type sample struct {
+	labels map[string]string
+	value  float64
+	hist   *dto.Histogram
+}
+
+// index maps metric name → samples of one gather.
+type index map[string][]sample
+
+func newIndex(mfs []*dto.MetricFamily) index {
+	ix := index{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			s := sample{labels: make(map[string]string, len(m.GetLabel()))}
+			for _, l := range m.GetLabel() {
+				s.labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case m.Gauge != nil:
+				s.value = m.GetGauge().GetValue()
+			case m.Counter != nil:
+				s.value = m.GetCounter().GetValue()
+			case m.Untyped != nil:
+				s.value = m.GetUntyped().GetValue()
+			case m.Histogram != nil:
+				s.hist = m.GetHistogram()
+			}
+			// A non-finite value (a broken series in history) is skipped: it would poison the
+			// arithmetic and cannot be written as JSON.
+			if math.IsNaN(s.value) || math.IsInf(s.value, 0) {
+				continue
+			}
+			ix[mf.GetName()] = append(ix[mf.GetName()], s)
+		}
+	}
+	return ix
+}
+
+// byCgroup: metric's value per cgroup (cgroup series), with match on extra labels.
+func (ix index) byCgroup(name string, match map[string]string) map[string]sample {
+	out := map[string]sample{}
+	for _, s := range ix[name] {
+		if matches(s, match) {
+			out[s.labels["cgroup"]] = s
+		}
+	}
+	return out
+}
+
+// byProcess: per (cgroup, process) the sum over the series matching match.
+func (ix index) byProcess(name string, match map[string]string) map[seriesKey]sample {
+	out := map[seriesKey]sample{}
+	for _, s := range ix[name] {
+		if !matches(s, match) {
+			continue
+		}
+		k := seriesKey{s.labels["cgroup"], s.labels["process"]}
+		prev, ok := out[k]
+		if ok {
+			s.value += prev.value
+		}
+		out[k] = s
+	}
+	return out
+}
+
+func matches(s sample, match map[string]string) bool {
+	for k, v := range match {
+		if s.labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// FromFamilies builds the workloads from a gather at the start and one at the end of
+// window: every cgroup with a CPU limit on its path or a watched process.
+func FromFamilies(start, end []*dto.MetricFamily, window time.Duration, hostCPUs int) []Workload {
+	a, b := newIndex(start), newIndex(end)
+	ws := map[string]*Workload{}
+	get := func(s sample) *Workload {
+		cg := s.labels["cgroup"]
+		w := ws[cg]
+		if w == nil {
+			w = &Workload{Cgroup: cg, Namespace: s.labels["namespace"], Pod: s.labels["pod"], Container: s.labels["container"],
+				Window: window, HostCPUs: hostCPUs}
+			ws[cg] = w
+		}
+		return w
+	}
+	for _, s := range b["quota_cpu_effective_limit_cores"] {
+		w := get(s)
+		w.LimitCores, w.LimitCgroup = s.value, s.labels["limit_cgroup"]
+	}
+	for _, s := range b["quota_process_info"] {
+		get(s)
+	}
+	for _, s := range b["quota_memory_effective_limit_bytes"] {
+		if w := ws[s.labels["cgroup"]]; w != nil {
+			w.MemoryLimitBytes = s.value
+		}
+	}
+
+	periodsA, periodsB := a.byCgroup("quota_cpu_periods_total", nil), b.byCgroup("quota_cpu_periods_total", nil)
+	thrA, thrB := a.byCgroup("quota_cpu_throttled_periods_total", nil), b.byCgroup("quota_cpu_throttled_periods_total", nil)
+	secA, secB := a.byCgroup("quota_cpu_throttled_seconds_total", nil), b.byCgroup("quota_cpu_throttled_seconds_total", nil)
+	ratioA, ratioB := a.byCgroup("quota_cpu_throttled_window_ratio", nil), b.byCgroup("quota_cpu_throttled_window_ratio", nil)
+	periodLen := b.byCgroup("quota_cpu_period_seconds", nil)
+	usage := map[string]float64{}
+	for _, mode := range []string{"user", "system"} {
+		ua, ub := a.byCgroup("quota_cpu_usage_seconds_total", map[string]string{"mode": mode}), b.byCgroup("quota_cpu_usage_seconds_total", map[string]string{"mode": mode})
+		for cg, s := range ub {
+			usage[cg] += increase(ua[cg], s)
+		}
+	}
+
+	for cg, w := range ws {
+		// Throttling is counted where the limit is (on v2 only there; on v1 there too).
+		at := cg
+		if w.LimitCgroup != "" {
+			at = w.LimitCgroup
+		}
+		w.Periods = increase(periodsA[at], periodsB[at])
+		w.ThrottledPeriods = increase(thrA[at], thrB[at])
+		w.ThrottledSeconds = increase(secA[at], secB[at])
+		w.PeriodSeconds = periodLen[at].value
+		w.Windows, w.ThrottledWindows = windows(ratioA[at].hist, ratioB[at].hist)
+		if window > 0 {
+			w.UsageCores = usage[cg] / window.Seconds()
+		}
+	}
+
+	addProcesses(ws, a, b, window)
+	out := make([]Workload, 0, len(ws))
+	for _, w := range ws {
+		sort.Slice(w.Processes, func(i, j int) bool { return w.Processes[i].Name < w.Processes[j].Name })
+		out = append(out, *w)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Cgroup < out[j].Cgroup })
+	return out
+}
+
+// increase of a counter between two samples; a reset (or a series new at the end) counts
+// from zero.
+func increase(a, b sample) float64 {
+	if b.value >= a.value {
+		return b.value - a.value
+	}
+	return b.value
+}
+
+// windows: sampler windows between the two histograms, and those with any throttling
+// (ratio above 0: count minus the le=0 bucket, exported with full histograms).
+func windows(a, b *dto.Histogram) (total, throttled int) {
+	if b == nil {
+		return 0, 0
+	}
+	zero := func(h *dto.Histogram) (count, le0 uint64) {
+		if h == nil {
+			return 0, 0
+		}
+		for _, bk := range h.GetBucket() {
+			if bk.GetUpperBound() == 0 {
+				le0 = bk.GetCumulativeCount()
+			}
+		}
+		return h.GetSampleCount(), le0
+	}
+	ca, za := zero(a)
+	cb, zb := zero(b)
+	if cb < ca {
+		ca, za = 0, 0
+	}
+	total = int(cb - ca)
+	return total, total - int(zb-za)
+}
+
+func addProcesses(ws map[string]*Workload, a, b index, window time.Duration) {
+	procs := map[seriesKey]*Process{}
+	for _, s := range b["quota_process_info"] {
+		pid, _ := strconv.Atoi(s.labels["pid"])
+		rt := s.labels["runtime"]
+		if rt == "other" {
+			rt = ""
+		}
+		procs[seriesKey{s.labels["cgroup"], s.labels["process"]}] = &Process{Name: s.labels["process"], PID: pid, Runtime: rt}
+	}
+	cpuA, cpuB := a.byProcess("quota_process_cpu_seconds_total", nil), b.byProcess("quota_process_cpu_seconds_total", nil)
+	for k, p := range procs {
+		if window > 0 {
+			p.CPUCores = increase(cpuA[k], cpuB[k]) / window.Seconds()
+		}
+	}
+	gauge := func(name string, set func(p *Process, s sample)) {
+		for k, s := range b.byProcess(name, nil) {
+			if p := procs[k]; p != nil {
+				set(p, s)
+			}
+		}
+	}
+	gauge("quota_process_threads", func(p *Process, s sample) { p.Threads = int(s.value) })
+	gauge("quota_process_resident_anon_bytes", func(p *Process, s sample) { p.ResidentAnon = s.value })
+	gauge("quota_process_start_time_seconds", func(p *Process, s sample) {
+		sec, frac := math.Modf(s.value)
+		p.StartTime = time.Unix(int64(sec), int64(frac*1e9)).UTC()
+	})
+	jvmOf := func(p *Process) *JVMFacts {
+		if p.JVM == nil {
+			p.JVM = &JVMFacts{}
+		}
+		return p.JVM
+	}
+	for _, s := range b["quota_jvm_info"] {
+		if p := procs[seriesKey{s.labels["cgroup"], s.labels["process"]}]; p != nil {
+			j := jvmOf(p)
+			j.Version, j.GC = s.labels["version"], s.labels["gc"]
+		}
+	}
+	gauge("quota_jvm_cpu_count", func(p *Process, s sample) { jvmOf(p).CPUCount = int(s.value) })
+	gauge("quota_jvm_gc_parallel_threads", func(p *Process, s sample) { jvmOf(p).ParallelGC = int(s.value) })
+	gauge("quota_jvm_gc_concurrent_threads", func(p *Process, s sample) { jvmOf(p).ConcurrentGC = int(s.value) })
+	gauge("quota_jvm_jit_threads", func(p *Process, s sample) { jvmOf(p).JIT = int(s.value) })
+	gauge("quota_jvm_heap_committed_bytes", func(p *Process, s sample) { jvmOf(p).HeapMax = s.value })
+
+	goOf := func(p *Process) *GoFacts {
+		if p.Go == nil {
+			p.Go = &GoFacts{}
+		}
+		return p.Go
+	}
+	for _, s := range b["quota_go_info"] {
+		if p := procs[seriesKey{s.labels["cgroup"], s.labels["process"]}]; p != nil {
+			g := goOf(p)
+			g.Version, g.ContainerAware, g.AutoMaxProcs = s.labels["version"], s.labels["container_aware"] == "true", s.labels["automaxprocs"] == "true"
+		}
+	}
+	gauge("quota_go_gomaxprocs", func(p *Process, s sample) { goOf(p).GOMAXPROCS = int(s.value) })
+
+	mallocOf := func(p *Process) *MallocFacts {
+		if p.Malloc == nil {
+			p.Malloc = &MallocFacts{}
+		}
+		return p.Malloc
+	}
+	for _, s := range b["quota_process_allocator_info"] {
+		if p := procs[seriesKey{s.labels["cgroup"], s.labels["process"]}]; p != nil && s.value == 1 {
+			mallocOf(p).Allocator = s.labels["allocator"]
+		}
+	}
+	gauge("quota_process_malloc_arenas", func(p *Process, s sample) { mallocOf(p).Arenas = int(s.value) })
+	gauge("quota_process_malloc_arena_limit", func(p *Process, s sample) { mallocOf(p).ArenaLimit = int(s.value) })
+	gauge("quota_process_malloc_heap_resident_bytes", func(p *Process, s sample) { mallocOf(p).HeapBytes = s.value })
+
+	for k, p := range procs {
+		if w := ws[k.cgroup]; w != nil {
+			w.Processes = append(w.Processes, *p)
+		}
+	}
+}

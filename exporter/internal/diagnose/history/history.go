@@ -1,0 +1,177 @@
+// Package history fills diagnose's workload model from the exporter's series stored in a
+// Prometheus, for a problem that is not happening now. It asks Prometheus for each series
+// the live mode reads (counters as increase over the window, gauges as their maximum,
+// info series as their last value), turns the answers into the metric families one gather
+// would give, and hands them to the same adapter and rules as the live mode.
+package history
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
+)
+
+// kind says how a series is summarised over the window.
+type kind int
+
+const (
+	counter kind = iota // increase
+	gauge               // max_over_time
+	info                // last_over_time
+)
+
+// series are the exporter series the live adapter reads (diagnose.FromFamilies).
+var series = map[string]kind{
+	"quota_cpu_effective_limit_cores":          gauge,
+	"quota_memory_effective_limit_bytes":       gauge,
+	"quota_cpu_period_seconds":                 gauge,
+	"quota_cpu_periods_total":                  counter,
+	"quota_cpu_throttled_periods_total":        counter,
+	"quota_cpu_throttled_seconds_total":        counter,
+	"quota_cpu_usage_seconds_total":            counter,
+	"quota_process_info":                       info,
+	"quota_process_cpu_seconds_total":          counter,
+	"quota_process_threads":                    gauge,
+	"quota_process_resident_anon_bytes":        gauge,
+	"quota_process_start_time_seconds":         info,
+	"quota_jvm_info":                           info,
+	"quota_jvm_cpu_count":                      gauge,
+	"quota_jvm_gc_parallel_threads":            gauge,
+	"quota_jvm_gc_concurrent_threads":          gauge,
+	"quota_jvm_jit_threads":                    gauge,
+	"quota_jvm_heap_committed_bytes":           gauge,
+	"quota_go_info":                            info,
+	"quota_go_gomaxprocs":                      gauge,
+	"quota_process_allocator_info":             info,
+	"quota_process_malloc_arenas":              gauge,
+	"quota_process_malloc_arena_limit":         gauge,
+	"quota_process_malloc_heap_resident_bytes": gauge,
+}
+
+// ratioHistogram is the sampler's per-window histogram: its count and le="0" bucket (or,
+// with the default buckets, le="0.5") give the throttled windows.
+const ratioHistogram = "quota_cpu_throttled_window_ratio"
+
+// Options select what to read.
+type Options struct {
+	URL string
+	// Selector restricts every series, e.g. `instance="node1:10137"` (one node's exporter:
+	// cgroup paths repeat across nodes).
+	Selector string
+	Since    time.Duration
+	At       time.Time
+}
+
+// Load queries Prometheus and returns the workloads of the window [At-Since, At].
+func Load(ctx context.Context, o Options) ([]diagnose.Workload, error) {
+	client, err := api.NewClient(api.Config{Address: o.URL})
+	if err != nil {
+		return nil, err
+	}
+	q := v1.NewAPI(client)
+	rng := model.Duration(o.Since).String()
+	sel := "{" + o.Selector + "}"
+	var fams []*dto.MetricFamily
+	for name, k := range series {
+		expr := fmt.Sprintf("max_over_time(%s%s[%s])", name, sel, rng)
+		switch k {
+		case counter:
+			expr = fmt.Sprintf("increase(%s%s[%s])", name, sel, rng)
+		case info:
+			expr = fmt.Sprintf("last_over_time(%s%s[%s])", name, sel, rng)
+		}
+		vec, err := query(ctx, q, expr, o.At)
+		if err != nil {
+			return nil, err
+		}
+		fams = append(fams, family(name, k, vec))
+	}
+	h, err := histograms(ctx, q, sel, rng, o.At)
+	if err != nil {
+		return nil, err
+	}
+	fams = append(fams, h)
+	return diagnose.FromFamilies(nil, fams, o.Since, 0), nil
+}
+
+func query(ctx context.Context, q v1.API, expr string, at time.Time) (model.Vector, error) {
+	v, _, err := q.Query(ctx, expr, at)
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", expr, err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("query %s: %s result, want a vector", expr, v.Type())
+	}
+	return vec, nil
+}
+
+func labels(m model.Metric) []*dto.LabelPair {
+	var ls []*dto.LabelPair
+	for k, v := range m {
+		if k == model.MetricNameLabel {
+			continue
+		}
+		ls = append(ls, &dto.LabelPair{Name: ptr(string(k)), Value: ptr(string(v))})
+	}
+	return ls
+}
+
+func family(name string, k kind, vec model.Vector) *dto.MetricFamily {
+	mf := &dto.MetricFamily{Name: ptr(name)}
+	for _, s := range vec {
+		m := &dto.Metric{Label: labels(s.Metric)}
+		v := float64(s.Value)
+		if k == counter {
+			m.Counter = &dto.Counter{Value: &v}
+		} else {
+			m.Gauge = &dto.Gauge{Value: &v}
+		}
+		mf.Metric = append(mf.Metric, m)
+	}
+	return mf
+}
+
+// histograms rebuilds the throttled-window histogram's increase per cgroup: count and the
+// lowest bucket stored (le="0" with --throttle.full-histograms, else le="0.5", which
+// counts windows with at most half the periods throttled as unthrottled).
+func histograms(ctx context.Context, q v1.API, sel, rng string, at time.Time) (*dto.MetricFamily, error) {
+	mf := &dto.MetricFamily{Name: ptr(ratioHistogram)}
+	counts, err := query(ctx, q, fmt.Sprintf("increase(%s_count%s[%s])", ratioHistogram, sel, rng), at)
+	if err != nil {
+		return nil, err
+	}
+	low := map[string]float64{}
+	for _, le := range []string{"0.5", "0"} { // le="0" wins when stored
+		inner := strings.TrimSuffix(strings.TrimPrefix(sel, "{"), "}")
+		if inner != "" {
+			inner += ","
+		}
+		vec, err := query(ctx, q, fmt.Sprintf(`increase(%s_bucket{%sle=%q}[%s])`, ratioHistogram, inner, le, rng), at)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range vec {
+			delete(s.Metric, "le")
+			low[s.Metric.String()] = float64(s.Value)
+		}
+	}
+	for _, s := range counts {
+		n := uint64(float64(s.Value) + 0.5)
+		b := uint64(low[s.Metric.String()] + 0.5)
+		m := &dto.Metric{Label: labels(s.Metric), Histogram: &dto.Histogram{SampleCount: &n,
+			Bucket: []*dto.Bucket{{UpperBound: ptr(0.0), CumulativeCount: &b}}}}
+		mf.Metric = append(mf.Metric, m)
+	}
+	return mf, nil
+}
+
+func ptr[T any](v T) *T { return &v }
