@@ -24,7 +24,7 @@ var stwBuckets = []float64{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
 
 var (
 	goSTWPauseDesc = newProcessDesc("go_stw_pause_seconds",
-		"Go stop-the-world pauses of the process since the exporter attached to it, timed from the entry of runtime.stopTheWorldWithSema to the entry of runtime.startTheWorldWithSema by uprobes. "+
+		"Go stop-the-world pauses of the process since the exporter attached to it, timed by uprobes where the runtime starts and stops its own /sched/pauses/total clock: from the entry of runtime.stopTheWorldWithSema to the entry of runtime.startTheWorldWithSema (GC mark termination) or its call of wakep, once the world runs again (every other pause). "+
 			"kind: gc (sweep and mark termination), other (GOMAXPROCS, ReadMemStats, stack dumps, traces), unknown (Go < 1.21 does not pass the reason).",
 		"kind")
 	goPauseAvailableDesc = prometheus.NewDesc(namespace+"_exporter_gopause_available",

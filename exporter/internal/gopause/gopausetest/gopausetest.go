@@ -148,6 +148,22 @@ func (p *Prog) Loop(t testing.TB, d time.Duration) int {
 	return n
 }
 
+// Work makes the program hash for d while stopping the world hz times a second; it returns
+// the hashes done.
+func (p *Prog) Work(t testing.TB, d time.Duration, hz int) int {
+	var n int
+	fmt.Sscan(string(p.get(t, fmt.Sprintf("/work?d=%s&hz=%d", d, hz))), &n)
+	return n
+}
+
+// STW makes the program stop the world n times back to back (runtime.ReadMemStats); it
+// returns the time per pause.
+func (p *Prog) STW(t testing.TB, n int) time.Duration {
+	var ns int64
+	fmt.Sscan(string(p.get(t, fmt.Sprintf("/stw?n=%d", n))), &ns)
+	return time.Duration(ns)
+}
+
 // Hist is a runtime/metrics histogram: Counts[i] pauses in [Buckets[i], Buckets[i+1]).
 type Hist struct {
 	Counts  []uint64  `json:"counts"`

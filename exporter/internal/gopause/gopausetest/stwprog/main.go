@@ -2,10 +2,12 @@
 // so a test can compare them with what is measured from outside. It prints "ADDR host:port"
 // once listening. GET /gc?n=N runs runtime.GC() N times and returns when done; GET /loop?d=D
 // runs runtime.GC() in a loop for D; GET /pauses returns the /sched/pauses/total histograms
-// as JSON. -spin N keeps N goroutines busy (they must be preempted for every pause).
+// as JSON; /work and /stw measure what the probes cost it. -spin N keeps N goroutines busy
+// (they must be preempted for every pause).
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -54,6 +56,46 @@ func main() {
 			runtime.GC()
 		}
 		fmt.Fprintln(w, n)
+	})
+	// /work?d=D&hz=H: hash for D while stopping the world H times a second (ReadMemStats);
+	// prints the hashes done (the program's throughput).
+	http.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
+		hz, _ := strconv.Atoi(r.URL.Query().Get("hz"))
+		stop := make(chan struct{})
+		if hz > 0 {
+			go func() {
+				t := time.NewTicker(time.Second / time.Duration(hz))
+				defer t.Stop()
+				var ms runtime.MemStats
+				for {
+					select {
+					case <-stop:
+						return
+					case <-t.C:
+						runtime.ReadMemStats(&ms)
+					}
+				}
+			}()
+		}
+		buf := make([]byte, 1024)
+		n := 0
+		for end := time.Now().Add(d); time.Now().Before(end); n++ {
+			sum := sha256.Sum256(buf)
+			buf[0] = sum[0]
+		}
+		close(stop)
+		fmt.Fprintln(w, n)
+	})
+	// /stw?n=N: N stop-the-world pauses back to back (ReadMemStats); prints ns per pause.
+	http.HandleFunc("/stw", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		var ms runtime.MemStats
+		start := time.Now()
+		for range n {
+			runtime.ReadMemStats(&ms)
+		}
+		fmt.Fprintln(w, time.Since(start).Nanoseconds()/int64(max(n, 1)))
 	})
 	http.HandleFunc("/pauses", func(w http.ResponseWriter, r *http.Request) {
 		s := []metrics.Sample{{Name: "/sched/pauses/total/gc:seconds"}, {Name: "/sched/pauses/total/other:seconds"}}
