@@ -4,6 +4,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -41,6 +42,8 @@ var (
 type goPauseCollector struct {
 	env    *Env
 	tracer *gopause.Tracer // nil: unavailable
+	// unsupported: an attach found no uprobe support in the kernel; nothing more is tried.
+	unsupported bool
 
 	mu    sync.Mutex
 	procs map[processKey]*pausedProcess
@@ -110,7 +113,10 @@ func (c *goPauseCollector) detach(k processKey, pp *pausedProcess) {
 }
 
 func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	if c.tracer == nil {
+	c.mu.Lock()
+	unavailable := c.tracer == nil || c.unsupported
+	c.mu.Unlock()
+	if unavailable {
 		ch <- prometheus.MustNewConstMetric(goPauseAvailableDesc, prometheus.GaugeValue, 0)
 		return nil
 	}
@@ -130,6 +136,16 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		return struct{}{}, c.attach(p)
 	})
 	for i, r := range res {
+		if errors.Is(r.Err, gopause.ErrUnsupported) {
+			c.mu.Lock()
+			first := !c.unsupported
+			c.unsupported = true
+			c.mu.Unlock()
+			if first { // said once; from now on available 0 and no attach
+				c.env.Errors.Record("gopause", "attaching uprobes (kernel without uprobe support)", r.Err)
+			}
+			continue
+		}
 		if r.Err != nil {
 			t.add(fmt.Sprintf("pid %d", fresh[i].PID), countOnce(r.Err))
 		}

@@ -1,6 +1,13 @@
 package gopause
 
-import "go/version"
+import (
+	"errors"
+	"go/version"
+)
+
+// ErrUnsupported: this kernel or architecture cannot run the probes (no uprobe support, or
+// not x86-64). Unlike a permission error it will not change while the exporter runs.
+var ErrUnsupported = errors.New("uprobes not supported here")
 
 // Kind classifies a pause by the runtime's stwReason: "gc" for stwGCMarkTerm (1) and
 // stwGCSweepTerm (2), the only GC reasons (runtime/proc.go stwReason.isGC; same values in

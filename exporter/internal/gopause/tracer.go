@@ -120,6 +120,9 @@ func (t *Tracer) Attach(pid int, exe string, tg Targets) (*Attachment, error) {
 		l, err := ex.Uprobe(sym, prog, &link.UprobeOptions{Address: off, PID: pid})
 		if err != nil {
 			a.Close()
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				err = fmt.Errorf("%w: %w", ErrUnsupported, err)
+			}
 			return fmt.Errorf("uprobe %s at %#x: %w", sym, off, err)
 		}
 		a.links = append(a.links, l)

@@ -3,12 +3,9 @@
 package gopause
 
 import (
-	"errors"
+	"fmt"
 	"time"
 )
-
-// ErrUnsupported: the BPF program reads x86-64 registers; other architectures have no tracer.
-var ErrUnsupported = errors.New("Go pause tracing is implemented for linux/amd64 only")
 
 type Pause struct {
 	PID      int
@@ -20,7 +17,10 @@ type Tracer struct{}
 
 type Attachment struct{}
 
-func New(func(Pause)) (*Tracer, error) { return nil, ErrUnsupported }
+// New fails: the BPF program reads x86-64 registers; other architectures have no tracer.
+func New(func(Pause)) (*Tracer, error) {
+	return nil, fmt.Errorf("Go pause tracing is implemented for linux/amd64 only: %w", ErrUnsupported)
+}
 
 func (*Tracer) Lost() uint64 { return 0 }
 func (*Tracer) Close() error { return nil }
