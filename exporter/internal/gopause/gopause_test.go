@@ -3,6 +3,7 @@
 package gopause_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -70,21 +71,8 @@ func FuzzFindIn(f *testing.F) {
 	f.Add(self[:min(len(self), 4096)])
 	f.Add([]byte("\x7fELF\x02\x01\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		gopause.FindIn(bytesReaderAt(b))
+		gopause.FindIn(bytes.NewReader(b), int64(len(b)))
 	})
-}
-
-type bytesReaderAt []byte
-
-func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off >= int64(len(b)) {
-		return 0, errors.New("EOF")
-	}
-	n := copy(p, b[off:])
-	if n < len(p) {
-		return n, errors.New("EOF")
-	}
-	return n, nil
 }
 
 // probeCost bounds what the uprobe traps add to each pause (see TestPausesMatchRuntime).

@@ -60,11 +60,15 @@ func Find(path string) (Targets, error) {
 		return Targets{}, err
 	}
 	defer f.Close()
-	return FindIn(f)
+	st, err := f.Stat()
+	if err != nil {
+		return Targets{}, err
+	}
+	return FindIn(f, st.Size())
 }
 
-// FindIn is Find on an open file (a reader at offset 0 of the ELF image).
-func FindIn(r io.ReaderAt) (t Targets, err error) {
+// FindIn is Find on an ELF image of size bytes read through r.
+func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 	defer func() {
 		// debug/elf and debug/gosym are hardened, but this reads other people's binaries:
 		// a malformed one must cost one error, never the exporter.
@@ -72,11 +76,12 @@ func FindIn(r io.ReaderAt) (t Targets, err error) {
 			err = fmt.Errorf("malformed executable: %v", p)
 		}
 	}()
-	f, err := elf.NewFile(r)
+	img := io.NewSectionReader(r, 0, size)
+	f, err := elf.NewFile(img)
 	if err != nil {
 		return Targets{}, err
 	}
-	if bi, err := buildinfo.Read(io.NewSectionReader(r, 0, 1<<62)); err == nil {
+	if bi, err := buildinfo.Read(img); err == nil {
 		t.GoVersion = bi.GoVersion
 	}
 	fns, ok := fromSymtab(f)
@@ -99,7 +104,7 @@ func FindIn(r io.ReaderAt) (t Targets, err error) {
 		return Targets{}, fmt.Errorf("%s: size %d: %w", StartSymbol, start.hi-start.lo, ErrNotGo)
 	}
 	code := make([]byte, start.hi-start.lo)
-	if _, err := r.ReadAt(code, int64(startOff)); err != nil {
+	if _, err := img.ReadAt(code, int64(startOff)); err != nil {
 		return Targets{}, fmt.Errorf("%s: %w", StartSymbol, err)
 	}
 	for _, off := range restarted(code, start.lo, fns[wakepSymbol].lo) {
