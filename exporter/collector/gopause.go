@@ -38,7 +38,9 @@ var (
 
 // goPauseCollector attaches the uprobes to every watched Go process once (per pid and start
 // time), keeps a histogram per process and kind fed by the tracer's goroutine, and detaches
-// when the process source forgets the process (exit or exec).
+// when the process source forgets the process (exit, or an exec the source notices by a new
+// comm; an exec that keeps the comm keeps the old, now idle, probes until the process exits).
+// The uprobe PID filter and /proc must be of one PID namespace: run in the host's.
 type goPauseCollector struct {
 	env    *Env
 	tracer *gopause.Tracer // nil: unavailable
@@ -150,25 +152,30 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 			t.add(fmt.Sprintf("pid %d", fresh[i].PID), countOnce(r.Err))
 		}
 	}
+	// Built under the lock, sent after it: the tracer's goroutine must not wait on a slow scrape.
+	var out []prometheus.Metric
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	attached := 0
 	for _, pp := range c.procs {
 		if pp.attach != nil {
 			attached++
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(goPauseAvailableDesc, prometheus.GaugeValue, 1)
-	ch <- prometheus.MustNewConstMetric(goPauseAttachedDesc, prometheus.GaugeValue, float64(attached))
-	ch <- prometheus.MustNewConstMetric(goPauseLostDesc, prometheus.CounterValue, float64(c.tracer.Lost()))
 	for _, p := range procs {
 		pp := c.procs[processKey{p.PID, p.Stat.Starttime}]
 		if pp == nil || pp.attach == nil {
 			continue
 		}
 		for kind, h := range pp.hists {
-			ch <- h.metric(goSTWPauseDesc, processLabelValues(p, kind), nil)
+			out = append(out, h.metric(goSTWPauseDesc, processLabelValues(p, kind), nil))
 		}
+	}
+	c.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(goPauseAvailableDesc, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(goPauseAttachedDesc, prometheus.GaugeValue, float64(attached))
+	ch <- prometheus.MustNewConstMetric(goPauseLostDesc, prometheus.CounterValue, float64(c.tracer.Lost()))
+	for _, m := range out {
+		ch <- m
 	}
 	return t.err()
 }
