@@ -27,12 +27,18 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run diagnose test test-unit test-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build run diagnose generate test test-unit test-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./exporter/cmd/quota_exporter
+
+# Regenerates the BPF objects and their Go loaders (bpf2go, pinned in tools/go.mod) from the C
+# under exporter/internal/*/bpf/. Needs clang and libbpf-dev (make deps-apt); the generated
+# *_bpfel.go and *_bpfel.o files are committed, so build and test need neither.
+generate:
+	$(GO) generate ./exporter/...
 
 # Starts the exporter against this host with built-in defaults (root sees every process).
 run: build
@@ -139,7 +145,8 @@ tools:
 # The only apt-get in the project (root; a no-op when everything is present, or when not root: the
 # tests that need the parts then skip locally and fail under CI=true). Shared libraries the malloc
 # tests preload (jemalloc, tcmalloc); for the cgroup v2 VM tests qemu, a static busybox, and the
-# kernel package linux-image-cloud-amd64 depends on, downloaded and unpacked into VM_KERNEL_DIR.
+# kernel package linux-image-cloud-amd64 depends on, downloaded and unpacked into VM_KERNEL_DIR;
+# clang and libbpf-dev for make generate (the BPF programs).
 VM_KERNEL_DIR := /var/cache/quota_exporter/kernel
 deps-apt:
 	@missing=""; \
@@ -147,6 +154,8 @@ deps-apt:
 	  ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 >/dev/null 2>&1 || missing="$$missing libtcmalloc-minimal4"; \
 	  command -v qemu-system-x86_64 >/dev/null || missing="$$missing qemu-system-x86"; \
 	  dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
+	  command -v clang >/dev/null || missing="$$missing clang"; \
+	  [ -e /usr/include/bpf/bpf_helpers.h ] || missing="$$missing libbpf-dev"; \
 	  kernel=$$(ls $(VM_KERNEL_DIR)/root/boot/vmlinuz-*-cloud-amd64 2>/dev/null | head -n 1); \
 	  if [ -z "$$missing" ] && [ -n "$$kernel" ]; then :; \
 	  elif [ "$$(id -u)" != 0 ]; then echo "deps-apt: not root; missing:$$missing $${kernel:-cloud-kernel}; their tests will skip"; \

@@ -46,6 +46,7 @@
     frozenSecondsForCause: 3,  // or: this many frozen seconds in 10 minutes
     gcThreadsPerLimitCore: 2,  // parallel GC threads per core of CPU limit
     goMaxProcsPerLimitCore: 2,  // GOMAXPROCS per core of CPU limit (and more than Go's minimum of 2)
+    goSTWPauseP99Seconds: 0.01,  // p99 Go stop-the-world pause over 10m (--collector.gopause)
     safepointSecondsPerSecond: 0.05,  // share of wall time in safepoints
     safepointSyncSecondsPerSecond: 0.01,  // or share of wall time reaching safepoints (time-to-safepoint)
     safepointSyncSecondsMean: 0.02,  // or mean time-to-safepoint per safepoint, seconds
@@ -63,6 +64,7 @@
     stallsFor: '5m',
     gcThreadsFor: '10m',
     goMaxProcsFor: '15m',
+    goSTWFor: '5m',
     safepointFor: '10m',
     memoryCreepFor: '30m',
     arenaBloatFor: '30m',
@@ -78,6 +80,7 @@
       stalls: 'warning',
       gcThreads: 'warning',
       goMaxProcs: 'warning',
+      goSTW: 'warning',
       safepoint: 'warning',
       memoryCreep: 'warning',
       arenaBloat: 'info',

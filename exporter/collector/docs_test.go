@@ -20,6 +20,8 @@ func kindOf(name string) string {
 	switch {
 	case strings.HasPrefix(name, "quota_cpu_throttled_window_"):
 		return "histogram"
+	case name == "quota_go_stw_pause_seconds":
+		return "histogram"
 	case strings.HasSuffix(name, "_total"):
 		return "counter"
 	}

@@ -172,6 +172,10 @@ type ProcessSource struct {
 	at     time.Time
 	cached []*process
 	errs   []error
+
+	// evictHooks hold per-process resources outside the states (the gopause collector's
+	// uprobes): each is told, under mu, which processes are gone (keep false).
+	evictHooks []func(keep func(pid int, start uint64) bool)
 }
 
 // NewProcessSource prepares the process source over cfg.ProcPath.
@@ -428,10 +432,23 @@ func (s *ProcessSource) evict(now time.Time) {
 			delete(s.states, k)
 		}
 	}
-	s.JVM.Evict(func(pid int, start uint64) bool {
+	keep := func(pid int, start uint64) bool {
 		_, ok := s.states[processKey{pid, start}]
 		return ok
-	})
+	}
+	s.JVM.Evict(keep)
+	for _, h := range s.evictHooks {
+		h(keep)
+	}
+}
+
+// OnEvict registers f to be told, after each listing and on an exec, which processes are
+// gone: keep(pid, start) is false for them. f runs under the source's lock: it must not
+// call back into the source.
+func (s *ProcessSource) OnEvict(f func(keep func(pid int, start uint64) bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evictHooks = append(s.evictHooks, f)
 }
 
 // readStat reads one process's stat and status (cheap files, read once per scrape). It
@@ -468,7 +485,11 @@ func (s *ProcessSource) process(it procItem, d *discovered) *process {
 	st, ok := s.states[key]
 	if !ok || (st.detected && st.comm != d.stat.Comm) {
 		if ok { // exec'd into another program: start afresh in every reader too
-			s.JVM.Evict(func(p int, start uint64) bool { return p != it.pid || start != d.stat.Starttime })
+			keep := func(p int, start uint64) bool { return p != it.pid || start != d.stat.Starttime }
+			s.JVM.Evict(keep)
+			for _, h := range s.evictHooks {
+				h(keep)
+			}
 		}
 		st = &processState{comm: d.stat.Comm}
 		s.states[key] = st

@@ -238,6 +238,35 @@ local utils = import '../lib/utils.libsonnet';
             gomaxprocsDescription(', which is not throttled now: the setting costs nothing while the program '
                                   + 'is idle and stalls it at the first burst. ')
           ),
+          // Measured pauses (--collector.gopause), one alert per container: the worst process.
+          alert(
+            'QuotaGoSTWInflation',
+            c.severities.goSTW,
+            |||
+              max without (process, runtime) (
+                (
+                  process:quota_go_stw_pause_seconds:p99_10m{%(node)s} > %(p99)g
+                  and
+                  process:quota_go_gomaxprocs_over_cpu_limit:ratio > 1
+                )
+                or
+                (
+                  process:quota_go_stw_pause_seconds:p99_10m{%(node)s} > %(p99)g
+                  and %(on)s
+                  %(gate)s
+                )
+              )
+            ||| % { node: node, p99: c.goSTWPauseP99Seconds, on: on, gate: throttledGate },
+            c.goSTWFor,
+            'Go stop-the-world pauses are inflated by the CPU limit.',
+            'p99 Go stop-the-world pause {{ $value | humanizeDuration }} over 10 minutes in ' + where
+            + ' (median ' + q('max(process:quota_go_stw_pause_seconds:p50_10m{@CG})', 'humanizeDuration')
+            + '), with GOMAXPROCS ' + q('max(quota_go_gomaxprocs{@CG})', 'printf "%.0f"') + ' against a ' + limitCores
+            + '-core CPU limit. Every pause waits until all '
+            + 'GOMAXPROCS threads have stopped, and threads descheduled by CFS throttling stop only when the '
+            + 'quota refills. Fix: GOMAXPROCS at or below the limit (Go >= 1.25 with a go.mod go line >= 1.25, '
+            + 'go.uber.org/automaxprocs, or the GOMAXPROCS variable), or a larger CPU limit.'
+          ),
           alert(
             'QuotaJVMSafepointInflation',
             c.severities.safepoint,

@@ -15,8 +15,8 @@ local common = import 'common.libsonnet';
     d.dashboard(
       'quota-runtime-pauses.json',
       'Runtime pauses',
-      'Stop-the-world inflation under CPU quotas: JVM safepoints, GC pauses and thread counts, Go GOMAXPROCS and '
-      + 'threads, against the CPU limit.',
+      'Stop-the-world inflation under CPU quotas: JVM safepoints, GC pauses and thread counts, Go GOMAXPROCS, '
+      + 'threads and measured stop-the-world pauses, against the CPU limit.',
       [
         common.row('JVM'),
         common.timeSeries(
@@ -116,6 +116,27 @@ local common = import 'common.libsonnet';
           'GOMAXPROCS / limit',
           width=12,
           height=8,
+        ),
+        common.timeSeries(
+          'Go stop-the-world pauses (measured)',
+          's',
+          'p99 and p50 of every stop-the-world pause of each Go program, timed from outside by uprobes on the '
+          + 'runtime (--collector.gopause; no change to the application), GC and other pauses apart. Seed report: '
+          + '50-100+ ms with GOMAXPROCS=76 under a 0.5-core quota, tens of microseconds with GOMAXPROCS=1. '
+          + 'QuotaGoSTWInflation fires on a p99 above ' + c.goSTWPauseP99Seconds + ' s over 10 minutes.',
+          [
+            ['histogram_quantile(0.99, sum by (%s, process, kind, le) (rate(quota_go_stw_pause_seconds_bucket{%s}[$__rate_interval])))' % [by, s], '{{cgroup}} {{process}} {{kind}} p99'],
+            ['histogram_quantile(0.5, sum by (%s, process, kind, le) (rate(quota_go_stw_pause_seconds_bucket{%s}[$__rate_interval])))' % [by, s], '{{cgroup}} {{process}} {{kind}} p50'],
+          ],
+        ),
+        common.timeSeries(
+          'Go stop-the-world pauses per second',
+          'short',
+          'Stop-the-world pauses per second of each Go program (--collector.gopause), by kind: gc (sweep and mark '
+          + 'termination, two per GC cycle) and other (GOMAXPROCS changes, ReadMemStats, stack dumps, traces).',
+          [
+            ['sum by (%s, process, kind) (rate(quota_go_stw_pause_seconds_count{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} {{kind}}'],
+          ],
         ),
       ] + (
         if c.goGCPausesSelector != '' then [

@@ -162,6 +162,19 @@ local utils = import '../lib/utils.libsonnet';
               cgroup:quota_cpu_limit_cores:effective
             ||| % { sel: sel, on: on },
           },
+          // Go stop-the-world pause tail and median (gopause collector), GC and other pauses together.
+          {
+            record: 'process:quota_go_stw_pause_seconds:p99_10m',
+            expr: |||
+              histogram_quantile(0.99, sum without (kind) (rate(quota_go_stw_pause_seconds_bucket{%(sel)s}[10m])))
+            ||| % { sel: sel },
+          },
+          {
+            record: 'process:quota_go_stw_pause_seconds:p50_10m',
+            expr: |||
+              histogram_quantile(0.5, sum without (kind) (rate(quota_go_stw_pause_seconds_bucket{%(sel)s}[10m])))
+            ||| % { sel: sel },
+          },
           {
             record: 'process:quota_jvm_safepoint_seconds:rate5m',
             expr: 'rate(quota_jvm_safepoint_seconds_total{%(sel)s}[5m])' % { sel: sel },

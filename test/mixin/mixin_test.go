@@ -406,6 +406,7 @@ func TestAlerts(t *testing.T) {
 		"QuotaMallocArenaBloat", "QuotaMemoryNearLimit", "QuotaContainerOOMKilled",
 		"QuotaHighSystemCPUUnderQuota", "QuotaExporterDown", "QuotaExporterMissing",
 		"QuotaExporterCollectorFailed",
+		"QuotaGoSTWInflation",
 	} {
 		if !seen[want] {
 			t.Errorf("alert %s is missing", want)

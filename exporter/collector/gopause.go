@@ -1,0 +1,231 @@
+//go:build linux
+
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause"
+)
+
+func init() {
+	register("gopause", false, "Go stop-the-world pause lengths, timed by entry uprobes on the runtime (needs CAP_BPF and CAP_PERFMON, host PID namespace)", newGoPauseCollector,
+		goSTWPauseDesc, goPauseAvailableDesc, goPauseAttachedDesc, goPauseLostDesc)
+}
+
+// stwBuckets: 10 µs (a healthy pause) to 1 s (a pause stretched by CFS throttling).
+var stwBuckets = []float64{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
+var (
+	goSTWPauseDesc = newProcessDesc("go_stw_pause_seconds",
+		"Go stop-the-world pauses of the process since the exporter attached to it, timed by uprobes where the runtime starts and stops its own /sched/pauses/total clock: from the entry of runtime.stopTheWorldWithSema to the entry of runtime.startTheWorldWithSema (GC mark termination) or its call of wakep, once the world runs again (every other pause). "+
+			"kind: gc (sweep and mark termination), other (GOMAXPROCS, ReadMemStats, stack dumps, traces), unknown (Go < 1.21 does not pass the reason).",
+		"kind")
+	goPauseAvailableDesc = prometheus.NewDesc(namespace+"_exporter_gopause_available",
+		"quota_exporter: 1 if the Go pause uprobes could be loaded; 0 without CAP_BPF/CAP_PERFMON or uprobe support (the reason is logged once and counted in quota_exporter_read_errors_total{collector=\"gopause\"}).", nil, nil)
+	goPauseAttachedDesc = prometheus.NewDesc(namespace+"_exporter_gopause_attached_processes",
+		"quota_exporter: Go processes with stop-the-world uprobes attached.", nil, nil)
+	goPauseLostDesc = prometheus.NewDesc(namespace+"_exporter_gopause_lost_pauses_total",
+		"quota_exporter: pauses dropped because the ring buffer from the kernel was full.", nil, nil)
+)
+
+// goSTWPauseLabels are goSTWPauseDesc's labels, for the histogram's shared label pairs.
+var goSTWPauseLabels = append(append([]string{}, processLabels...), "kind")
+
+// goPauseCollector attaches the uprobes to every watched Go process once (per pid and start
+// time), keeps a histogram per process and kind fed by the tracer's goroutine, and detaches
+// when the process source forgets the process (exit, or an exec the source notices by a new
+// comm; an exec that keeps the comm keeps the old, now idle, probes until the process exits).
+// The uprobe PID filter and /proc must be of one PID namespace: run in the host's.
+type goPauseCollector struct {
+	env    *Env
+	tracer *gopause.Tracer // nil: unavailable
+	// unsupported: an attach found no uprobe support in the kernel; nothing more is tried.
+	unsupported bool
+
+	mu    sync.Mutex
+	procs map[processKey]*pausedProcess
+	byPID map[int]*pausedProcess
+}
+
+// pausedProcess is one attached process (attach nil: attaching failed, not retried).
+type pausedProcess struct {
+	pid       int
+	attach    *gopause.Attachment
+	goVersion string
+	hists     map[string]*histogram // by kind
+}
+
+func newGoPauseCollector(env *Env) (Collector, error) {
+	c := &goPauseCollector{env: env, procs: map[processKey]*pausedProcess{}, byPID: map[int]*pausedProcess{}}
+	tr, err := gopause.New(c.observe)
+	if err != nil {
+		// Not fatal: the exporter runs on without this collector's series, says why once.
+		env.Errors.Record("gopause", "loading the uprobe programs (needs CAP_BPF and CAP_PERFMON, or root)", err)
+		return c, nil
+	}
+	c.tracer = tr
+	env.Processes.OnEvict(c.evict)
+	return c, nil
+}
+
+// observe runs on the tracer's goroutine for every pause.
+func (c *goPauseCollector) observe(p gopause.Pause) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pp := c.byPID[p.PID]
+	if pp == nil {
+		return // detached since
+	}
+	kind := gopause.Kind(pp.goVersion, p.Reason)
+	h := pp.hists[kind]
+	if h == nil {
+		nh := newHistogram(stwBuckets)
+		h = &nh
+		pp.hists[kind] = h
+	}
+	h.observe(p.Duration.Seconds())
+}
+
+// evict detaches the processes the source has forgotten (called under its lock).
+func (c *goPauseCollector) evict(keep func(pid int, start uint64) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, pp := range c.procs {
+		if keep(k.pid, k.start) {
+			continue
+		}
+		c.detach(k, pp)
+	}
+}
+
+// detach is called under c.mu.
+func (c *goPauseCollector) detach(k processKey, pp *pausedProcess) {
+	if pp.attach != nil {
+		pp.attach.Close()
+	}
+	delete(c.procs, k)
+	if c.byPID[k.pid] == pp {
+		delete(c.byPID, k.pid)
+	}
+}
+
+func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	c.mu.Lock()
+	unavailable := c.tracer == nil || c.unsupported
+	c.mu.Unlock()
+	if unavailable {
+		ch <- prometheus.MustNewConstMetric(goPauseAvailableDesc, prometheus.GaugeValue, 0)
+		return nil
+	}
+	t := newProcessTally("gopause", c.env.Errors)
+	src := c.env.Processes
+	all, _ := src.Processes(ctx)
+	procs := withRuntime(all, runtimeGo)
+	var fresh []*process
+	c.mu.Lock()
+	for _, p := range procs {
+		if _, ok := c.procs[processKey{p.PID, p.Stat.Starttime}]; !ok {
+			fresh = append(fresh, p)
+		}
+	}
+	c.mu.Unlock()
+	res := eachProcess(ctx, src, fresh, "gopause", func(ctx context.Context, p *process) (struct{}, error) {
+		return struct{}{}, c.attach(p)
+	})
+	for i, r := range res {
+		if errors.Is(r.Err, gopause.ErrUnsupported) {
+			c.mu.Lock()
+			first := !c.unsupported
+			c.unsupported = true
+			c.mu.Unlock()
+			if first { // said once; from now on available 0 and no attach
+				c.env.Errors.Record("gopause", "attaching uprobes (kernel without uprobe support)", r.Err)
+			}
+			continue
+		}
+		if r.Err != nil {
+			t.add(fmt.Sprintf("pid %d", fresh[i].PID), countOnce(r.Err))
+		}
+	}
+	// Built under the lock, sent after it: the tracer's goroutine must not wait on a slow scrape.
+	var out []prometheus.Metric
+	c.mu.Lock()
+	attached := 0
+	for _, pp := range c.procs {
+		if pp.attach != nil {
+			attached++
+		}
+	}
+	for _, p := range procs {
+		pp := c.procs[processKey{p.PID, p.Stat.Starttime}]
+		if pp == nil || pp.attach == nil {
+			continue
+		}
+		for kind, h := range pp.hists {
+			out = append(out, h.metric(goSTWPauseDesc, newEmitter(nil, goSTWPauseLabels, processLabelValues(p, kind)).pairs, nil))
+		}
+	}
+	c.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(goPauseAvailableDesc, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(goPauseAttachedDesc, prometheus.GaugeValue, float64(attached))
+	ch <- prometheus.MustNewConstMetric(goPauseLostDesc, prometheus.CounterValue, float64(c.tracer.Lost()))
+	for _, m := range out {
+		ch <- m
+	}
+	return t.err()
+}
+
+// attach finds the runtime functions in the process's executable and puts the uprobes on
+// it. The outcome is kept either way: a process is tried once per pid and start time.
+func (c *goPauseCollector) attach(p *process) error {
+	exe := filepath.Join(c.env.Config.ProcPath, strconv.Itoa(p.PID), "exe")
+	key := processKey{p.PID, p.Stat.Starttime}
+	pp := &pausedProcess{pid: p.PID, hists: map[string]*histogram{}}
+	tg, err := gopause.Find(exe)
+	if err == nil {
+		pp.goVersion = tg.GoVersion
+		// Series for the kinds this version reports from the first scrape on, so rate()
+		// sees their first pauses.
+		for _, k := range []string{gopause.Kind(tg.GoVersion, 1), gopause.Kind(tg.GoVersion, 0)} {
+			h := newHistogram(stwBuckets)
+			pp.hists[k] = &h
+		}
+		pp.attach, err = c.tracer.Attach(p.PID, exe, tg)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.procs[key]; old != nil { // a concurrent scrape won
+		if pp.attach != nil {
+			pp.attach.Close()
+		}
+		return nil
+	}
+	c.procs[key] = pp
+	if pp.attach != nil {
+		c.byPID[p.PID] = pp
+	}
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	return nil
+}
+
+// Close detaches every process and unloads the programs.
+func (c *goPauseCollector) Close() {
+	c.mu.Lock()
+	for k, pp := range c.procs {
+		c.detach(k, pp)
+	}
+	c.mu.Unlock()
+	if c.tracer != nil {
+		c.tracer.Close()
+	}
+}

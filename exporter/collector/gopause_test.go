@@ -1,0 +1,94 @@
+//go:build linux && amd64
+
+package collector
+
+import (
+	"math"
+	"regexp"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause/gopausetest"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+)
+
+// stwQuantile is the q-quantile of a scraped pause histogram as its bucket's upper bound.
+func stwQuantile(h *dto.Histogram, q float64) float64 {
+	rank := uint64(math.Ceil(q * float64(h.GetSampleCount())))
+	for _, b := range h.Bucket {
+		if b.GetCumulativeCount() >= rank {
+			return b.GetUpperBound()
+		}
+	}
+	return math.Inf(1)
+}
+
+// TestGoPauseFieldCase is the Go field report for real: a program that collects garbage in a
+// loop while busy goroutines hold every P, in a 0.2-core v1 cgroup, with GOMAXPROCS=16 (more
+// than this host's CPUs) and then GOMAXPROCS=1. Each stop-the-world must preempt every P,
+// and with 16 threads sharing 20 ms per 100 ms some of them are throttled when it asks:
+// the pause tail must be at least 10x that of GOMAXPROCS=1. Also checked: the exporter's
+// pause count equals the program's own /sched/pauses count exactly (attached while idle),
+// and the series and uprobes go when the process exits.
+func TestGoPauseFieldCase(t *testing.T) {
+	testutil.RequireRoot(t)
+	cg := testutil.NewCgroup(t, "gopause", testutil.CgroupOptions{QuotaUS: 20000, PeriodUS: 100000})
+	bin := gopausetest.Build(t, "", false)
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys",
+		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Processes.maxAge = 0
+	c, err := newGoPauseCollector(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.(*goPauseCollector).Close()
+	cs := map[string]Collector{"gopause": c}
+
+	p99 := map[int]float64{}
+	for _, procs := range []int{16, 1} {
+		cmd := cg.Command(bin, "-spin", "16")
+		cmd.Env = append(cmd.Environ(), "GOMAXPROCS="+itoa(procs))
+		prog := gopausetest.Start(t, cmd)
+		mfs := scrapeFamilies(t, env, cs) // attaches
+		if v := value(mfs["quota_exporter_gopause_attached_processes"].GetMetric()[0]); v != 1 {
+			t.Fatalf("GOMAXPROCS=%d: attached %v processes, want 1", procs, v)
+		}
+		before := prog.Pauses(t)
+		calls := prog.Loop(t, 8*time.Second)
+		after := prog.Pauses(t)
+		time.Sleep(300 * time.Millisecond) // the ring buffer's last events
+		mfs = scrapeFamilies(t, env, cs)
+		own := after["gc"].Sub(before["gc"])
+		m := seriesFor(mfs, "quota_go_stw_pause_seconds", cg.Path, "kind", "gc")
+		if m == nil {
+			t.Fatalf("GOMAXPROCS=%d: no gc pause series", procs)
+		}
+		h := m.GetHistogram()
+		lo, hi := own.Quantile(0.99)
+		p99[procs] = stwQuantile(h, 0.99)
+		t.Logf("GOMAXPROCS=%d: %d GCs; exporter %d pauses, p50 <= %gs, p99 <= %gs, max bucket sum %.3fs; program %d pauses, p99 in [%g, %g)s",
+			procs, calls, h.GetSampleCount(), stwQuantile(h, 0.5), p99[procs], h.GetSampleSum(), own.Count(), lo, hi)
+		if h.GetSampleCount() != own.Count() {
+			t.Errorf("GOMAXPROCS=%d: exporter counted %d gc pauses, the program %d", procs, h.GetSampleCount(), own.Count())
+		}
+		if other := seriesFor(mfs, "quota_go_stw_pause_seconds", cg.Path, "kind", "other"); other == nil || other.GetHistogram().GetSampleCount() != after["other"].Sub(before["other"]).Count() {
+			t.Errorf("GOMAXPROCS=%d: other pauses %v, program %d", procs, other, after["other"].Sub(before["other"]).Count())
+		}
+		for _, pid := range cg.PIDs() {
+			_ = syscallKill(pid)
+		}
+		waitEmpty(t, cg)
+		mfs = scrapeFamilies(t, env, cs) // the listing forgets the process: detached
+		if v := value(mfs["quota_exporter_gopause_attached_processes"].GetMetric()[0]); v != 0 || seriesFor(mfs, "quota_go_stw_pause_seconds", cg.Path) != nil {
+			t.Errorf("after exit: attached %v, series left %v", v, seriesFor(mfs, "quota_go_stw_pause_seconds", cg.Path) != nil)
+		}
+	}
+	if p99[16] < 10*p99[1] {
+		t.Errorf("p99 pause with GOMAXPROCS=16 %gs, with 1 %gs: want at least 10x", p99[16], p99[1])
+	}
+}

@@ -1,0 +1,228 @@
+// Package gopausetest builds and drives stwprog, a real Go program that stops the world on
+// request and reports its own runtime/metrics pause histograms, for the gopause tests.
+package gopausetest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+)
+
+// OlderToolchain is the older Go the tests also build with (GOTOOLCHAIN, from the module
+// proxy or the module cache).
+const OlderToolchain = "go1.24.9"
+
+var builds = struct {
+	sync.Mutex
+	dir  string
+	bins map[string]string
+}{bins: map[string]string{}}
+
+// Build compiles stwprog with toolchain ("" = the Go running the test), stripped of its
+// symbol table and DWARF (-ldflags=-s -w) or not, and returns the binary's path. Builds are
+// shared by the tests of one package (they take long on a busy machine); the package's
+// TestMain calls RemoveBuilds.
+func Build(t testing.TB, toolchain string, stripped bool) string {
+	t.Helper()
+	builds.Lock()
+	defer builds.Unlock()
+	key := fmt.Sprintf("%s-%v", toolchain, stripped)
+	if bin, ok := builds.bins[key]; ok {
+		return bin
+	}
+	if builds.dir == "" {
+		d, err := os.MkdirTemp("", "stwprog-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds.dir = d
+	}
+	out := filepath.Join(builds.dir, "stwprog-"+key)
+	args := []string{"build", "-trimpath", "-o", out}
+	if stripped {
+		args = append(args, "-ldflags=-s -w")
+	}
+	cmd := exec.Command("go", append(args, ".")...)
+	cmd.Dir = Source()
+	tc := toolchain
+	if tc == "" {
+		tc = "local"
+	}
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+tc, "CGO_ENABLED=0", "GOFLAGS=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		if toolchain != "" {
+			testutil.Require(t, false, fmt.Sprintf("toolchain %s does not build here: %v: %s", toolchain, err, b))
+		}
+		t.Fatalf("go build stwprog: %v: %s", err, b)
+	}
+	builds.bins[key] = out
+	return out
+}
+
+// RemoveBuilds deletes the binaries Build made.
+func RemoveBuilds() {
+	builds.Lock()
+	defer builds.Unlock()
+	if builds.dir != "" {
+		os.RemoveAll(builds.dir)
+	}
+}
+
+// Prog is a running stwprog.
+type Prog struct {
+	PID  int
+	addr string
+}
+
+// Start runs cmd (stwprog, perhaps wrapped to join a cgroup) and waits until it serves.
+// The test's cleanup kills it.
+func Start(t testing.TB, cmd *exec.Cmd) *Prog {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(out).ReadString('\n')
+		line <- s
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case s := <-line:
+		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "ADDR ")
+		if !ok {
+			t.Fatalf("stwprog said %q", s)
+		}
+		return &Prog{PID: cmd.Process.Pid, addr: addr}
+	case <-time.After(30 * time.Second):
+		t.Fatal("stwprog did not start in 30s")
+	}
+	return nil
+}
+
+func (p *Prog) get(t testing.TB, path string) []byte {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Minute}
+	resp, err := c.Get("http://" + p.addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+	}
+	return b
+}
+
+// GC makes the program call runtime.GC() n times (two GC pauses each).
+func (p *Prog) GC(t testing.TB, n int) { p.get(t, fmt.Sprintf("/gc?n=%d", n)) }
+
+// Loop makes the program call runtime.GC() in a loop for d; it returns the calls made.
+func (p *Prog) Loop(t testing.TB, d time.Duration) int {
+	var n int
+	fmt.Sscan(string(p.get(t, "/loop?d="+d.String())), &n)
+	return n
+}
+
+// Work makes the program hash for d while stopping the world hz times a second; it returns
+// the hashes done.
+func (p *Prog) Work(t testing.TB, d time.Duration, hz int) int {
+	var n int
+	fmt.Sscan(string(p.get(t, fmt.Sprintf("/work?d=%s&hz=%d", d, hz))), &n)
+	return n
+}
+
+// STW makes the program stop the world n times back to back (runtime.ReadMemStats); it
+// returns the time per pause.
+func (p *Prog) STW(t testing.TB, n int) time.Duration {
+	var ns int64
+	fmt.Sscan(string(p.get(t, fmt.Sprintf("/stw?n=%d", n))), &ns)
+	return time.Duration(ns)
+}
+
+// Hist is a runtime/metrics histogram: Counts[i] pauses in [Buckets[i], Buckets[i+1]).
+type Hist struct {
+	Counts  []uint64  `json:"counts"`
+	Buckets []float64 `json:"buckets"`
+}
+
+// Pauses returns the program's own /sched/pauses/total/{gc,other}:seconds by kind.
+func (p *Prog) Pauses(t testing.TB) map[string]Hist {
+	var h map[string]Hist
+	if err := json.Unmarshal(p.get(t, "/pauses"), &h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// Count is the number of pauses.
+func (h Hist) Count() uint64 {
+	var n uint64
+	for _, c := range h.Counts {
+		n += c
+	}
+	return n
+}
+
+// Sub is h minus an earlier reading of the same histogram.
+func (h Hist) Sub(earlier Hist) Hist {
+	out := Hist{Counts: append([]uint64(nil), h.Counts...), Buckets: h.Buckets}
+	for i := range min(len(out.Counts), len(earlier.Counts)) {
+		out.Counts[i] -= earlier.Counts[i]
+	}
+	return out
+}
+
+// Quantile is the q-quantile as the bucket holding it: [lo, hi) in seconds.
+func (h Hist) Quantile(q float64) (lo, hi float64) {
+	rank := uint64(math.Ceil(q * float64(h.Count())))
+	var seen uint64
+	for i, c := range h.Counts {
+		seen += c
+		if seen >= rank && c > 0 {
+			return h.Buckets[i], h.Buckets[i+1]
+		}
+	}
+	return math.NaN(), math.NaN()
+}
+
+// Quantile is the q-quantile of exact durations (nearest rank).
+func Quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// Source is the directory of stwprog's source.
+func Source() string {
+	_, self, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(self), "stwprog")
+}

@@ -1,0 +1,3 @@
+module stwprog
+
+go 1.22

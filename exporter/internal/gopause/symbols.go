@@ -1,0 +1,212 @@
+package gopause
+
+import (
+	"debug/buildinfo"
+	"debug/elf"
+	"debug/gosym"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// The runtime functions whose code bounds a stop-the-world pause.
+const (
+	StopSymbol  = "runtime.stopTheWorldWithSema"
+	StartSymbol = "runtime.startTheWorldWithSema"
+	// startTheWorldWithSema calls wakep right after the runtime has recorded the pause in
+	// /sched/pauses/total: that call is where the pause ends for the probes too.
+	wakepSymbol = "runtime.wakep"
+)
+
+// wanted are the functions looked up in an executable.
+var wanted = []string{StopSymbol, StartSymbol, wakepSymbol}
+
+// ErrNotGo: the executable has no Go runtime functions to probe (not Go, or too old / odd).
+var ErrNotGo = errors.New("no Go stop-the-world functions found")
+
+// Targets are where to attach in one executable, as file offsets (what a uprobe takes): where
+// the runtime starts and stops its own /sched/pauses/total clock. It starts at the entry of
+// stopTheWorldWithSema; it stops for GC mark termination before startTheWorldWithSema
+// (gcMarkTermination passes its timestamp in), for every other pause once the world has been
+// started again (Ps handed back, their threads woken), just before startTheWorldWithSema's
+// call of wakep (every RET where there is no such call).
+// These are plain uprobes on an instruction, not return probes: nothing on the Go stack is
+// touched. The Go version decides whether the STW reason is passed.
+type Targets struct {
+	Stop      uint64
+	Start     uint64 // entry of startTheWorldWithSema: the end of GC mark termination pauses
+	Restarted []uint64
+	GoVersion string // "go1.26.0"; "" if the build info is unreadable
+	// FromPclntab: the symbol table was stripped; the functions were found via .gopclntab.
+	FromPclntab bool
+}
+
+// maxPclntab caps the function table read from a binary (the exporter's own is 2 MiB).
+const maxPclntab = 512 << 20
+
+// maxFunc bounds the code read of startTheWorldWithSema (about 1 KiB in Go 1.26).
+const maxFunc = 64 << 10
+
+// Find locates the stop- and start-the-world functions in the ELF executable at path:
+// from the symbol table, else (stripped with -ldflags=-s) from .gopclntab, which the Go
+// runtime itself needs and so is always there.
+func Find(path string) (Targets, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Targets{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Targets{}, err
+	}
+	return FindIn(f, st.Size())
+}
+
+// FindIn is Find on an ELF image of size bytes read through r.
+func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
+	defer func() {
+		// debug/elf and debug/gosym are hardened, but this reads other people's binaries:
+		// a malformed one must cost one error, never the exporter.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed executable: %v", p)
+		}
+	}()
+	img := io.NewSectionReader(r, 0, size)
+	f, err := elf.NewFile(img)
+	if err != nil {
+		return Targets{}, err
+	}
+	if bi, err := buildinfo.Read(img); err == nil {
+		t.GoVersion = bi.GoVersion
+	}
+	fns, ok := fromSymtab(f)
+	if !ok {
+		if fns, err = fromPclntab(f); err != nil {
+			return Targets{}, err
+		}
+		t.FromPclntab = true
+	}
+	stop, start := fns[StopSymbol], fns[StartSymbol]
+	if t.Stop, err = fileOffset(f, stop.lo); err != nil {
+		return Targets{}, fmt.Errorf("%s: %w", StopSymbol, err)
+	}
+	startOff, err := fileOffset(f, start.lo)
+	if err != nil {
+		return Targets{}, fmt.Errorf("%s: %w", StartSymbol, err)
+	}
+	t.Start = startOff
+	if start.hi <= start.lo || start.hi-start.lo > maxFunc {
+		return Targets{}, fmt.Errorf("%s: size %d: %w", StartSymbol, start.hi-start.lo, ErrNotGo)
+	}
+	code := make([]byte, start.hi-start.lo)
+	if _, err := img.ReadAt(code, int64(startOff)); err != nil {
+		return Targets{}, fmt.Errorf("%s: %w", StartSymbol, err)
+	}
+	for _, off := range restarted(code, start.lo, fns[wakepSymbol].lo) {
+		t.Restarted = append(t.Restarted, startOff+off)
+	}
+	if len(t.Restarted) == 0 {
+		return Targets{}, fmt.Errorf("%s: no restart point: %w", StartSymbol, ErrNotGo)
+	}
+	return t, nil
+}
+
+// span is a function's code: [lo, hi) virtual addresses.
+type span struct{ lo, hi uint64 }
+
+func fromSymtab(f *elf.File) (map[string]span, bool) {
+	syms, err := f.Symbols()
+	if err != nil {
+		return nil, false
+	}
+	fns := map[string]span{}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && slices.Contains(wanted, s.Name) {
+			fns[s.Name] = span{s.Value, s.Value + s.Size}
+		}
+	}
+	return fns, fns[StopSymbol].lo != 0 && fns[StartSymbol].lo != 0
+}
+
+// fromPclntab finds the functions in the Go function table.
+func fromPclntab(f *elf.File) (map[string]span, error) {
+	text := f.Section(".text")
+	if text == nil {
+		return nil, fmt.Errorf("no .text section: %w", ErrNotGo)
+	}
+	data, err := pclntab(f)
+	if err != nil {
+		return nil, err
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	if err != nil {
+		return nil, fmt.Errorf("gopclntab: %w", err)
+	}
+	fns := map[string]span{}
+	for _, name := range wanted {
+		if fn := tab.LookupFunc(name); fn != nil {
+			fns[name] = span{fn.Entry, fn.End}
+		}
+	}
+	if fns[StopSymbol].lo == 0 || fns[StartSymbol].lo == 0 {
+		return nil, ErrNotGo
+	}
+	return fns, nil
+}
+
+// restarted lists the offsets in startTheWorldWithSema's x86-64 code (at address base) where
+// the world counts as started again: the last call of wakep (at wakepAddr), or every RET when
+// there is none. Go functions hold no data between instructions: a linear decode finds them.
+func restarted(code []byte, base, wakepAddr uint64) []uint64 {
+	var calls, rets []uint64
+	for off := 0; off < len(code); {
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			off++ // padding (INT3) or an undecodable byte: resynchronise
+			continue
+		}
+		switch inst.Op {
+		case x86asm.RET:
+			rets = append(rets, uint64(off))
+		case x86asm.CALL:
+			if rel, ok := inst.Args[0].(x86asm.Rel); ok && wakepAddr != 0 &&
+				base+uint64(off+inst.Len)+uint64(int64(rel)) == wakepAddr {
+				calls = append(calls, uint64(off))
+			}
+		}
+		off += inst.Len
+	}
+	if len(calls) > 0 {
+		return calls[len(calls)-1:]
+	}
+	return rets
+}
+
+// pclntab returns the Go function table, the .gopclntab section: the linker writes it into
+// every Go executable, stripped or not.
+func pclntab(f *elf.File) ([]byte, error) {
+	s := f.Section(".gopclntab")
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, fmt.Errorf("no .gopclntab: %w", ErrNotGo)
+	}
+	if s.Size > maxPclntab {
+		return nil, fmt.Errorf(".gopclntab of %d bytes: too large", s.Size)
+	}
+	return s.Data()
+}
+
+// fileOffset converts a virtual address to its offset in the file through the executable
+// PT_LOAD segment that maps it: a uprobe is placed by file offset.
+func fileOffset(f *elf.File, addr uint64) (uint64, error) {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && p.Vaddr <= addr && addr < p.Vaddr+p.Filesz {
+			return addr - p.Vaddr + p.Off, nil
+		}
+	}
+	return 0, fmt.Errorf("address %#x in no executable segment", addr)
+}

@@ -1,0 +1,156 @@
+//go:build linux && amd64
+
+package gopause
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Pause is one stop-the-world pause of one process: from the entry of
+// runtime.stopTheWorldWithSema to where the runtime stops its own /sched/pauses/total clock:
+// the entry of runtime.startTheWorldWithSema for GC mark termination, its call of wakep
+// (the world started again) for the rest.
+type Pause struct {
+	PID      int // host tgid
+	Duration time.Duration
+	// Reason is the runtime's stwReason (Go >= 1.21 passes it; see Kind).
+	Reason uint8
+}
+
+// Tracer owns the loaded BPF programs and the ring buffer of pauses; one per exporter,
+// shared by every attached process (each uprobe is filtered to its process).
+type Tracer struct {
+	objs   probesObjects
+	rd     *ringbuf.Reader
+	done   chan struct{}
+	closed sync.Once
+}
+
+// New loads the programs and starts delivering every finished pause to handle, from one
+// goroutine, until Close. An error wraps the kernel's (EPERM without CAP_BPF/CAP_PERFMON).
+func New(handle func(Pause)) (*Tracer, error) {
+	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; later ones ignore it.
+	_ = rlimit.RemoveMemlock()
+	t := &Tracer{done: make(chan struct{})}
+	if err := loadProbesObjects(&t.objs, nil); err != nil {
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	rd, err := ringbuf.NewReader(t.objs.Events)
+	if err != nil {
+		t.objs.Close()
+		return nil, fmt.Errorf("ring buffer: %w", err)
+	}
+	t.rd = rd
+	go t.read(handle)
+	return t, nil
+}
+
+func (t *Tracer) read(handle func(Pause)) {
+	defer close(t.done)
+	var rec ringbuf.Record
+	for {
+		if err := t.rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if len(rec.RawSample) < 16 {
+			continue
+		}
+		b := rec.RawSample
+		handle(Pause{
+			PID:      int(binary.LittleEndian.Uint32(b[0:4])),
+			Reason:   uint8(binary.LittleEndian.Uint32(b[4:8])),
+			Duration: time.Duration(binary.LittleEndian.Uint64(b[8:16])),
+		})
+	}
+}
+
+// Lost is the number of pauses dropped because the ring buffer was full.
+func (t *Tracer) Lost() uint64 {
+	var per []uint64
+	if err := t.objs.Lost.Lookup(uint32(0), &per); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n
+}
+
+// Close detaches nothing (Attachments are closed by their owners) but unloads the programs
+// and stops the reader; pauses of still-attached processes are no longer seen.
+func (t *Tracer) Close() error {
+	var err error
+	t.closed.Do(func() {
+		err = t.rd.Close()
+		<-t.done
+		err = errors.Join(err, t.objs.Close())
+	})
+	return err
+}
+
+// Attachment is the pair of uprobes on one process.
+type Attachment struct {
+	links []link.Link
+}
+
+// Attach puts the two entry uprobes on the executable at exe (give /proc/<pid>/exe: it
+// resolves inside containers), firing only for pid. t comes from Find on the same file.
+func (t *Tracer) Attach(pid int, exe string, tg Targets) (*Attachment, error) {
+	ex, err := link.OpenExecutable(exe)
+	if err != nil {
+		return nil, err
+	}
+	a := &Attachment{}
+	// Address is a file offset: no second symbol lookup, and stripped binaries work the same.
+	add := func(sym string, off uint64, prog *ebpf.Program) error {
+		l, err := ex.Uprobe(sym, prog, &link.UprobeOptions{Address: off, PID: pid})
+		if err != nil {
+			a.Close()
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				err = fmt.Errorf("%w: %w", ErrUnsupported, err)
+			}
+			return fmt.Errorf("uprobe %s at %#x: %w", sym, off, err)
+		}
+		a.links = append(a.links, l)
+		return nil
+	}
+	if err := add(StopSymbol, tg.Stop, t.objs.StopTheWorld); err != nil {
+		return nil, err
+	}
+	// The entry ends mark termination pauses only; it needs the reason (Go >= 1.21).
+	if ReasonPassed(tg.GoVersion) {
+		if err := add(StartSymbol, tg.Start, t.objs.StartTheWorld); err != nil {
+			return nil, err
+		}
+	}
+	for _, off := range tg.Restarted {
+		if err := add(StartSymbol, off, t.objs.WorldStarted); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// Close removes the uprobes.
+func (a *Attachment) Close() error {
+	var err error
+	for _, l := range a.links {
+		err = errors.Join(err, l.Close())
+	}
+	a.links = nil
+	return err
+}

@@ -1,0 +1,30 @@
+//go:build !(linux && amd64)
+
+package gopause
+
+import (
+	"fmt"
+	"time"
+)
+
+type Pause struct {
+	PID      int
+	Duration time.Duration
+	Reason   uint8
+}
+
+type Tracer struct{}
+
+type Attachment struct{}
+
+// New fails: the BPF program reads x86-64 registers; other architectures have no tracer.
+func New(func(Pause)) (*Tracer, error) {
+	return nil, fmt.Errorf("Go pause tracing is implemented for linux/amd64 only: %w", ErrUnsupported)
+}
+
+func (*Tracer) Lost() uint64 { return 0 }
+func (*Tracer) Close() error { return nil }
+func (*Tracer) Attach(int, string, Targets) (*Attachment, error) {
+	return nil, ErrUnsupported
+}
+func (*Attachment) Close() error { return nil }
