@@ -27,7 +27,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run test test-unit test-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build run test test-unit test-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean generate
 
 all: build
 
@@ -122,6 +122,11 @@ mixin:
 	$(TOOLS) jsonnet -S mixin/render/alerts.jsonnet >alerts/quota-alerts.yaml
 	$(TOOLS) jsonnet -S mixin/render/rules.jsonnet >alerts/quota-rules.yaml
 
+# Regenerates the committed BPF objects and their Go bindings (bpf2go, pinned in tools/go.mod;
+# needs clang from make deps-apt). make build does not need it: the outputs are committed.
+generate:
+	$(GO) generate ./exporter/...
+
 # Pinned Go tools (jsonnet, promtool, prometheus, alertmanager), built once into the Go cache.
 tools:
 	cd tools && $(GO) build -o /dev/null tool
@@ -138,6 +143,7 @@ deps-apt:
 	  ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 >/dev/null 2>&1 || missing="$$missing libtcmalloc-minimal4"; \
 	  command -v qemu-system-x86_64 >/dev/null || missing="$$missing qemu-system-x86"; \
 	  dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
+	  command -v clang >/dev/null || missing="$$missing clang"; \
 	  kernel=$$(ls $(VM_KERNEL_DIR)/root/boot/vmlinuz-*-cloud-amd64 2>/dev/null | head -n 1); \
 	  if [ -z "$$missing" ] && [ -n "$$kernel" ]; then :; \
 	  elif [ "$$(id -u)" != 0 ]; then echo "deps-apt: not root; missing:$$missing $${kernel:-cloud-kernel}; their tests will skip"; \

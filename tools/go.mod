@@ -3,6 +3,7 @@ module github.com/quota-exporter/quota_exporter/tools
 go 1.26.0
 
 tool (
+	github.com/cilium/ebpf/cmd/bpf2go
 	github.com/google/go-jsonnet/cmd/jsonnet
 	github.com/google/go-jsonnet/cmd/jsonnet-lint
 	github.com/google/go-jsonnet/cmd/jsonnetfmt
@@ -56,6 +57,7 @@ require (
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
