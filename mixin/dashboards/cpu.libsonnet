@@ -93,8 +93,8 @@ local common = import 'common.libsonnet';
           + "empty where the kernel or the privileges do not allow it): from the first of the cgroup's CPUs being "
           + 'throttled to the last one released, so a freeze on many CPUs counts once. Each cell counts stalls of '
           + 'the cgroups whose own quota ran out. A cgroup with quota q per period p that burns through its quota '
-          + 'stalls about p - q each period (80 ms for 20 ms / 100 ms); stalls above one period mean the quota '
-          + 'was spent ahead (bursts, many threads) and the application froze for more than a period.'
+          + 'stalls about p - q each period (80 ms for 20 ms / 100 ms); stalls above one period mean the cgroup '
+          + 'overran its quota (many threads at once) and froze while the refills paid the debt off.'
         )
         + g.panel.heatmap.queryOptions.withTargets([
           g.query.prometheus.new(

@@ -29,7 +29,7 @@ var stallCases = []struct {
 	{"stall.slice/q50.scope", "50000 100000", 50 * time.Millisecond},
 }
 
-// stallTolerance: a stall in flight when tracing starts or stops is counted by one side only.
+// stallCountTolerance: a stall in flight when tracing starts or stops is counted by one side only.
 const stallCountTolerance = 2
 
 func stallScenario() string {
@@ -89,32 +89,35 @@ func bootStallScenario(t *testing.T, host *vm.Host) *vm.Result {
 
 type traced struct {
 	id                          string
-	before, after               int
+	nr, usec                    [2]int64 // cpu.stat nr_throttled, throttled_usec: right after attaching, right before detaching
 	stalls                      []time.Duration
 	median, p10, p90, mean, max time.Duration
+	sum                         time.Duration
+	periods                     int64 // sum over stalls of the period boundaries each spans
 }
+
+const cfsPeriod = 100 * time.Millisecond
 
 func parseTrace(t *testing.T, text string) (map[string]*traced, string) {
 	t.Helper()
 	byDir, byID := map[string]*traced{}, map[string]*traced{}
 	var mode string
+	num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
 	for _, line := range strings.Split(text, "\n") {
 		f := strings.Fields(line)
 		switch {
 		case len(f) == 2 && f[0] == "mode":
 			mode = f[1]
-		case len(f) == 6 && f[0] == "cgroup" && f[4] == "throttled_before":
-			n, _ := strconv.Atoi(f[5])
-			tr := &traced{id: f[3], before: n}
+		case len(f) == 7 && f[0] == "cgroup" && f[4] == "before":
+			tr := &traced{id: f[3], nr: [2]int64{num(f[5])}, usec: [2]int64{num(f[6])}}
 			byDir[f[1]], byID[f[3]] = tr, tr
-		case len(f) == 4 && f[0] == "cgroup" && f[2] == "throttled_after":
+		case len(f) == 5 && f[0] == "cgroup" && f[2] == "after":
 			if tr := byDir[f[1]]; tr != nil {
-				tr.after, _ = strconv.Atoi(f[3])
+				tr.nr[1], tr.usec[1] = num(f[3]), num(f[4])
 			}
 		case len(f) == 3 && f[0] == "stall":
-			ns, _ := strconv.ParseInt(f[2], 10, 64)
 			if tr := byID[f[1]]; tr != nil {
-				tr.stalls = append(tr.stalls, time.Duration(ns))
+				tr.stalls = append(tr.stalls, time.Duration(num(f[2])))
 			}
 		case len(f) > 0 && f[0] == "error":
 			t.Fatalf("stalltrace: %s", line)
@@ -126,16 +129,33 @@ func parseTrace(t *testing.T, text string) (map[string]*traced, string) {
 		if len(s) == 0 {
 			continue
 		}
-		var sum time.Duration
 		for _, d := range s {
-			sum += d
+			tr.sum += d
+			// A stall ends at a period boundary (the refill); it spans one boundary per started
+			// period, and cpu.stat's nr_throttled counts each boundary that found it throttled.
+			tr.periods += int64((d + cfsPeriod - 1) / cfsPeriod)
 		}
 		tr.median, tr.p10, tr.p90 = s[len(s)/2], s[len(s)/10], s[len(s)*9/10]
-		tr.mean, tr.max = sum/time.Duration(len(s)), s[len(s)-1]
+		tr.mean, tr.max = tr.sum/time.Duration(len(s)), s[len(s)-1]
 	}
 	return byDir, mode
 }
 
+func within(got, want, rel float64) bool { return math.Abs(got-want) <= rel*math.Abs(want) }
+
+// TestCFSStallLengths checks the program against the kernel's own counters of the same
+// window, which hold however fast the emulated CPUs run:
+//   - the stalls' total equals the increase of throttled_usec (the kernel adds each run
+//     queue's throttled interval at unthrottle, as the program ends a stall; one burner
+//     means one run queue throttled at a time), within 10% plus one period for the edges;
+//   - the period boundaries the stalls span equal the increase of nr_throttled (the period
+//     timer adds one per boundary that finds the cgroup throttled) within 2 + 5%; when no
+//     stall spans more than one period that is the count of stalls itself;
+//
+// and against the quota: the median stall within 20% of period - quota. Emulation on a
+// loaded host stretches the guest's periods (the period timer fires late), and then the
+// kernel's own mean (throttled_usec / nr_throttled) is off too; the test compares with
+// period - quota only when the kernel's own mean is within 20% of it, and says so otherwise.
 func TestCFSStallLengths(t *testing.T) {
 	host := vm.Find(t)
 	res := bootStallScenario(t, host)
@@ -147,31 +167,60 @@ func TestCFSStallLengths(t *testing.T) {
 		if tr == nil {
 			t.Fatalf("%s: not in the trace:\n%s", c.cgroup, res.Section("trace"))
 		}
-		delta := tr.after - tr.before
-		t.Logf("%s (cpu.max %s): %d stalls, nr_throttled +%d; median %v (want %v), p10 %v, p90 %v, mean %v, max %v",
-			c.cgroup, c.max, len(tr.stalls), delta, tr.median, c.want, tr.p10, tr.p90, tr.mean, tr.max)
+		dnr, dusec := tr.nr[1]-tr.nr[0], tr.usec[1]-tr.usec[0]
+		kernelMean := time.Duration(0)
+		if dnr > 0 {
+			kernelMean = time.Duration(dusec/dnr) * time.Microsecond
+		}
+		t.Logf("%s (cpu.max %s): %d stalls spanning %d periods, nr_throttled +%d; total %v, throttled_usec +%v; "+
+			"median %v (want %v), p10 %v, p90 %v, mean %v (kernel's throttled_usec/nr_throttled %v), max %v",
+			c.cgroup, c.max, len(tr.stalls), tr.periods, dnr, tr.sum.Round(time.Millisecond), time.Duration(dusec)*time.Microsecond,
+			tr.median.Round(10*time.Microsecond), c.want, tr.p10.Round(10*time.Microsecond), tr.p90.Round(10*time.Microsecond),
+			tr.mean.Round(10*time.Microsecond), kernelMean.Round(10*time.Microsecond), tr.max.Round(10*time.Microsecond))
 		if len(tr.stalls) < 10 {
 			t.Errorf("%s: only %d stalls in 6 s", c.cgroup, len(tr.stalls))
 			continue
 		}
-		if d := math.Abs(float64(tr.median-c.want)) / float64(c.want); d > 0.2 {
-			t.Errorf("%s: median stall %v, want %v within 20%%", c.cgroup, tr.median, c.want)
+		kernelTotal := time.Duration(dusec) * time.Microsecond
+		if d := tr.sum - kernelTotal; math.Abs(float64(d)) > 0.1*float64(kernelTotal)+float64(cfsPeriod) {
+			t.Errorf("%s: stalls total %v, throttled_usec rose by %v", c.cgroup, tr.sum, kernelTotal)
 		}
-		if n := len(tr.stalls) - delta; n < -stallCountTolerance || n > stallCountTolerance {
-			t.Errorf("%s: %d stalls but nr_throttled rose by %d (tolerance %d)", c.cgroup, len(tr.stalls), delta, stallCountTolerance)
+		if d := tr.periods - dnr; math.Abs(float64(d)) > 2+0.05*float64(dnr) {
+			t.Errorf("%s: stalls span %d periods, nr_throttled rose by %d (tolerance 2 + 5%%)", c.cgroup, tr.periods, dnr)
 		}
-		// The exporter's histogram for the same cgroup, under its identity labels.
+		if tr.max <= cfsPeriod {
+			if d := int64(len(tr.stalls)) - dnr; d < -stallCountTolerance || d > stallCountTolerance {
+				t.Errorf("%s: %d stalls, nr_throttled rose by %d (tolerance %d)", c.cgroup, len(tr.stalls), dnr, stallCountTolerance)
+			}
+		}
+		faithful := within(float64(kernelMean), float64(c.want), 0.2)
+		if faithful {
+			if !within(float64(tr.median), float64(c.want), 0.2) {
+				t.Errorf("%s: median stall %v, want %v within 20%%", c.cgroup, tr.median, c.want)
+			}
+		} else {
+			t.Logf("%s: the VM's own counters give %v per throttled period instead of %v: emulation too slow on this host "+
+				"for the comparison with period - quota (load average %s)", c.cgroup, kernelMean, c.want, loadAverage())
+		}
+		// The exporter's histogram for the same cgroup, under its identity labels (it ran
+		// longer than the trace, so only its mean is compared, with the trace's).
 		count, sum, ok := sc.histogram("quota_cpu_throttle_stall_seconds", c.cgroup)
-		if !ok || count == 0 {
-			t.Errorf("%s: no quota_cpu_throttle_stall_seconds in the scrape:\n%s\nlog:\n%s", c.cgroup, res.Section("stall-scrape"), res.Section("stall-exporter-log"))
+		if !ok || count < uint64(len(tr.stalls)) {
+			t.Errorf("%s: quota_cpu_throttle_stall_seconds count %d (want at least the trace's %d):\n%s\nlog:\n%s",
+				c.cgroup, count, len(tr.stalls), res.Section("stall-scrape"), res.Section("stall-exporter-log"))
 			continue
 		}
 		mean := time.Duration(sum / float64(count) * 1e9)
-		t.Logf("%s: exporter histogram count %d, mean %v", c.cgroup, count, mean)
-		if d := math.Abs(float64(mean-c.want)) / float64(c.want); d > 0.2 {
+		t.Logf("%s: exporter's histogram: %d stalls, mean %v", c.cgroup, count, mean.Round(10*time.Microsecond))
+		if faithful && !within(float64(mean), float64(c.want), 0.2) {
 			t.Errorf("%s: exporter's mean stall %v, want %v within 20%%", c.cgroup, mean, c.want)
 		}
 	}
+}
+
+func loadAverage() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.Join(strings.Fields(string(b))[:min(3, len(strings.Fields(string(b))))], " ")
 }
 
 // histogram returns the sample count and sum of a histogram series of cgroup.

@@ -6,8 +6,8 @@
 //
 //	stalltrace -duration 5s /sys/fs/cgroup/a /sys/fs/cgroup/b
 //
-// Output lines: "mode M", "cgroup DIR id ID throttled_before N", "stall ID NS",
-// "cgroup DIR throttled_after N", "lost N".
+// Output lines: "mode M", "cgroup DIR id ID before NR_THROTTLED THROTTLED_USEC", "stall ID NS",
+// "cgroup DIR after NR_THROTTLED THROTTLED_USEC", "lost N".
 package main
 
 import (
@@ -39,7 +39,7 @@ func main() {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
-		fmt.Println("cgroup", dir, "id", st.Ino, "throttled_before", nrThrottled(dir))
+		fmt.Println("cgroup", dir, "id", st.Ino, "before", throttled(dir))
 	}
 	stalls := make(chan cfsstall.Stall, 1024)
 	go func() {
@@ -66,7 +66,7 @@ loop:
 		}
 	}
 	for _, dir := range flag.Args() {
-		fmt.Println("cgroup", dir, "throttled_after", nrThrottled(dir))
+		fmt.Println("cgroup", dir, "after", throttled(dir))
 	}
 	lost, _ := t.Lost()
 	_ = t.Close()
@@ -78,17 +78,22 @@ loop:
 	fmt.Println("lost", lost)
 }
 
-func nrThrottled(dir string) string {
+// throttled returns cpu.stat's "nr_throttled throttled_usec".
+func throttled(dir string) string {
 	f, err := os.Open(filepath.Join(dir, "cpu.stat"))
 	if err != nil {
-		return "?"
+		return "? ?"
 	}
 	defer f.Close()
+	nr, usec := "?", "?"
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		if v, ok := strings.CutPrefix(s.Text(), "nr_throttled "); ok {
-			return v
+			nr = v
+		}
+		if v, ok := strings.CutPrefix(s.Text(), "throttled_usec "); ok {
+			usec = v
 		}
 	}
-	return "?"
+	return nr + " " + usec
 }
