@@ -57,7 +57,11 @@ func TestCfsStallUnavailable(t *testing.T) {
 			if !strings.Contains(string(b), "reason=") {
 				t.Errorf("log gives no reason:\n%s", b)
 			}
-			t.Logf("%s", b)
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "cfsstall") {
+					t.Log(line)
+				}
+			}
 		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 )
 
 // Stall is one finished stall of a cgroup.
@@ -27,6 +28,9 @@ type Stall struct {
 	// cpu hierarchy).
 	CgroupID uint64
 	Duration time.Duration
+	// End is when it ended, on CLOCK_MONOTONIC (time since boot, without suspend), to
+	// line stalls up with other readings.
+	End time.Duration
 }
 
 // Mode is how the programs are attached.
@@ -63,7 +67,12 @@ func Open() (*Tracer, error) {
 	if errKprobe == nil {
 		return t, nil
 	}
-	return nil, fmt.Errorf("fentry: %w; kprobe: %w", errFentry, errKprobe)
+	err := fmt.Errorf("fentry: %w; kprobe: %w", errFentry, errKprobe)
+	if errors.Is(err, unix.EPERM) {
+		// cilium/ebpf suggests MEMLOCK for every EPERM; memlock is lifted above already.
+		err = fmt.Errorf("%w (EPERM: the exporter lacks CAP_BPF and CAP_PERFMON, or the kernel refuses this program type)", err)
+	}
+	return nil, err
 }
 
 // attachment is one program and where it goes.
@@ -135,8 +144,8 @@ func open(mode Mode) (_ *Tracer, err error) {
 // Mode says how the programs were attached.
 func (t *Tracer) Mode() Mode { return t.mode }
 
-// recordSize is struct stall in bpf/cfsstall.c: cgroup id and nanoseconds, both u64.
-const recordSize = 16
+// recordSize is struct stall in bpf/cfsstall.c: cgroup id, length and end, all u64.
+const recordSize = 24
 
 // Read blocks until a stall has ended and returns it; ErrClosed after Close. A record of
 // the wrong size (a mismatch between the program and this reader) is an error, not a panic.
@@ -156,11 +165,11 @@ func ParseRecord(b []byte) (Stall, error) {
 	if len(b) < recordSize {
 		return Stall{}, fmt.Errorf("cfsstall: record of %d bytes, want %d", len(b), recordSize)
 	}
-	ns := binary.LittleEndian.Uint64(b[8:16])
-	if ns > uint64(1<<63-1) {
-		return Stall{}, fmt.Errorf("cfsstall: stall of %d ns", ns)
+	ns, end := binary.LittleEndian.Uint64(b[8:16]), binary.LittleEndian.Uint64(b[16:24])
+	if ns > end || end > uint64(1<<63-1) {
+		return Stall{}, fmt.Errorf("cfsstall: stall of %d ns ending at %d ns", ns, end)
 	}
-	return Stall{CgroupID: binary.LittleEndian.Uint64(b[0:8]), Duration: time.Duration(ns)}, nil
+	return Stall{CgroupID: binary.LittleEndian.Uint64(b[0:8]), Duration: time.Duration(ns), End: time.Duration(end)}, nil
 }
 
 // Lost is how many stalls the program could not report (ring buffer or maps full).
@@ -174,6 +183,21 @@ func (t *Tracer) Lost() (uint64, error) {
 		n += v
 	}
 	return n, nil
+}
+
+// RunStats sums the programs' executions and run time as the kernel counts them: only while
+// statistics are enabled (ebpf.EnableStats, or sysctl kernel.bpf_stats_enabled=1), which
+// costs time itself, so only measurements do it.
+func (t *Tracer) RunStats() (runs uint64, runtime time.Duration, err error) {
+	for _, p := range t.progs {
+		st, err := p.Stats()
+		if err != nil {
+			return 0, 0, err
+		}
+		runs += st.RunCount
+		runtime += st.Runtime
+	}
+	return runs, runtime, nil
 }
 
 // Close detaches the programs first (no stall starts or ends after), then frees the rest;

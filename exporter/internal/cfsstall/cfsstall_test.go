@@ -45,26 +45,31 @@ func TestOpenReportsWhyOrAttaches(t *testing.T) {
 }
 
 func TestParseRecord(t *testing.T) {
-	b := make([]byte, 16)
+	b := make([]byte, 24)
 	binary.LittleEndian.PutUint64(b, 4242)
 	binary.LittleEndian.PutUint64(b[8:], 80e6)
+	binary.LittleEndian.PutUint64(b[16:], 5e9)
 	s, err := ParseRecord(b)
-	if err != nil || s.CgroupID != 4242 || s.Duration != 80*time.Millisecond {
+	if err != nil || s.CgroupID != 4242 || s.Duration != 80*time.Millisecond || s.End != 5*time.Second {
 		t.Fatalf("got %+v, %v", s, err)
 	}
-	if _, err := ParseRecord(b[:15]); err == nil {
+	if _, err := ParseRecord(b[:23]); err == nil {
 		t.Error("short record accepted")
+	}
+	binary.LittleEndian.PutUint64(b[16:], 1e6)
+	if _, err := ParseRecord(b); err == nil {
+		t.Error("a stall longer than the time since boot accepted")
 	}
 }
 
 func FuzzParseRecord(f *testing.F) {
-	f.Add(make([]byte, 16))
+	f.Add(make([]byte, 24))
 	f.Add([]byte{1, 2, 3})
-	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ParseRecord(b)
-		if err == nil && s.Duration < 0 {
-			t.Fatalf("negative duration %v", s.Duration)
+		if err == nil && (s.Duration < 0 || s.End < s.Duration) {
+			t.Fatalf("accepted %+v", s)
 		}
 	})
 }

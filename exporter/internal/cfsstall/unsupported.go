@@ -12,6 +12,7 @@ import (
 type Stall struct {
 	CgroupID uint64
 	Duration time.Duration
+	End      time.Duration
 }
 
 type Mode string
@@ -22,7 +23,8 @@ type Tracer struct{}
 
 func Open() (*Tracer, error) { return nil, errors.New("cfsstall: built for x86-64 only") }
 
-func (t *Tracer) Mode() Mode            { return "" }
-func (t *Tracer) Read() (Stall, error)  { return Stall{}, ErrClosed }
-func (t *Tracer) Lost() (uint64, error) { return 0, nil }
-func (t *Tracer) Close() error          { return nil }
+func (t *Tracer) Mode() Mode                               { return "" }
+func (t *Tracer) Read() (Stall, error)                     { return Stall{}, ErrClosed }
+func (t *Tracer) Lost() (uint64, error)                    { return 0, nil }
+func (t *Tracer) RunStats() (uint64, time.Duration, error) { return 0, 0, nil }
+func (t *Tracer) Close() error                             { return nil }

@@ -10,7 +10,7 @@
  * the first of its per-CPU run queues being throttled to the last one being unthrottled: a
  * freeze of all its CPUs at once is one stall of the application, not one per CPU (that sum
  * is what cpu.stat's throttled time already gives). Each finished stall goes to user space
- * as (cgroup id, nanoseconds) through a ring buffer.
+ * as (cgroup id, nanoseconds, end time) through a ring buffer.
  *
  * Two entry points per event so that the loader can pick what the kernel allows: fentry and
  * fexit (BPF trampolines, kernel 5.5+ with BTF), or kprobe and kretprobe.
@@ -49,7 +49,8 @@ struct {
 
 struct stall {
 	__u64 cgroup_id;
-	__u64 ns;
+	__u64 ns;     /* length */
+	__u64 end_ns; /* CLOCK_MONOTONIC at its end, to align windows with other readings */
 };
 
 struct {
@@ -117,8 +118,10 @@ static __always_inline void unthrottled(struct cfs_rq *rq)
 		count_lost();
 		return;
 	}
+	__u64 now = bpf_ktime_get_ns();
 	s->cgroup_id = id;
-	s->ns = bpf_ktime_get_ns() - start;
+	s->ns = now - start;
+	s->end_ns = now;
 	bpf_ringbuf_submit(s, 0);
 }
 
