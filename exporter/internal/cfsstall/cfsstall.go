@@ -31,6 +31,9 @@ type Stall struct {
 	// End is when it ended, on CLOCK_MONOTONIC (time since boot, without suspend), to
 	// line stalls up with other readings.
 	End time.Duration
+	// RunQueues is the most per-CPU run queues of the cgroup throttled at once during the
+	// stall (cpu.stat's throttled time counts each of them).
+	RunQueues uint32
 }
 
 // Mode is how the programs are attached.
@@ -57,13 +60,11 @@ type Tracer struct {
 // refuses trampolines. Its error says why each way failed (no BTF, no kprobes, EPERM
 // without CAP_BPF and CAP_PERFMON, functions missing).
 func Open() (*Tracer, error) {
-	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; newer ones ignore it.
-	_ = rlimit.RemoveMemlock()
-	t, errFentry := open(Fentry)
+	t, errFentry := OpenMode(Fentry)
 	if errFentry == nil {
 		return t, nil
 	}
-	t, errKprobe := open(Kprobe)
+	t, errKprobe := OpenMode(Kprobe)
 	if errKprobe == nil {
 		return t, nil
 	}
@@ -88,9 +89,11 @@ func tracing(_ string, p *ebpf.Program) (link.Link, error) {
 func kprobe(fn string, p *ebpf.Program) (link.Link, error)    { return link.Kprobe(fn, p, nil) }
 func kretprobe(fn string, p *ebpf.Program) (link.Link, error) { return link.Kretprobe(fn, p, nil) }
 
-// open loads the maps and only the programs of one mode (LoadAndAssign loads what the
-// struct names), then attaches them.
-func open(mode Mode) (_ *Tracer, err error) {
+// OpenMode loads the maps and only the programs of one mode (LoadAndAssign loads what the
+// struct names), then attaches them. Open picks the mode; tests force one.
+func OpenMode(mode Mode) (_ *Tracer, err error) {
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; newer ones ignore it.
+	_ = rlimit.RemoveMemlock()
 	spec, err := loadBpfObjs()
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
@@ -103,6 +106,8 @@ func open(mode Mode) (_ *Tracer, err error) {
 	}()
 	var attach []attachment
 	switch mode {
+	default:
+		return nil, fmt.Errorf("unknown mode %q", mode)
 	case Fentry:
 		var o struct {
 			bpfObjsMaps
@@ -144,8 +149,9 @@ func open(mode Mode) (_ *Tracer, err error) {
 // Mode says how the programs were attached.
 func (t *Tracer) Mode() Mode { return t.mode }
 
-// recordSize is struct stall in bpf/cfsstall.c: cgroup id, length and end, all u64.
-const recordSize = 24
+// recordSize is struct stall in bpf/cfsstall.c: cgroup id, length and end (u64), run
+// queues (u32) and padding.
+const recordSize = 32
 
 // Read blocks until a stall has ended and returns it; ErrClosed after Close. A record of
 // the wrong size (a mismatch between the program and this reader) is an error, not a panic.
@@ -169,7 +175,8 @@ func ParseRecord(b []byte) (Stall, error) {
 	if ns > end || end > uint64(1<<63-1) {
 		return Stall{}, fmt.Errorf("cfsstall: stall of %d ns ending at %d ns", ns, end)
 	}
-	return Stall{CgroupID: binary.LittleEndian.Uint64(b[0:8]), Duration: time.Duration(ns), End: time.Duration(end)}, nil
+	return Stall{CgroupID: binary.LittleEndian.Uint64(b[0:8]), Duration: time.Duration(ns), End: time.Duration(end),
+		RunQueues: binary.LittleEndian.Uint32(b[24:28])}, nil
 }
 
 // Lost is how many stalls the program could not report (ring buffer or maps full).

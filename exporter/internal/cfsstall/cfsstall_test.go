@@ -45,15 +45,16 @@ func TestOpenReportsWhyOrAttaches(t *testing.T) {
 }
 
 func TestParseRecord(t *testing.T) {
-	b := make([]byte, 24)
+	b := make([]byte, 32)
 	binary.LittleEndian.PutUint64(b, 4242)
 	binary.LittleEndian.PutUint64(b[8:], 80e6)
 	binary.LittleEndian.PutUint64(b[16:], 5e9)
+	binary.LittleEndian.PutUint32(b[24:], 2)
 	s, err := ParseRecord(b)
-	if err != nil || s.CgroupID != 4242 || s.Duration != 80*time.Millisecond || s.End != 5*time.Second {
+	if err != nil || s.CgroupID != 4242 || s.Duration != 80*time.Millisecond || s.End != 5*time.Second || s.RunQueues != 2 {
 		t.Fatalf("got %+v, %v", s, err)
 	}
-	if _, err := ParseRecord(b[:23]); err == nil {
+	if _, err := ParseRecord(b[:31]); err == nil {
 		t.Error("short record accepted")
 	}
 	binary.LittleEndian.PutUint64(b[16:], 1e6)
@@ -63,9 +64,9 @@ func TestParseRecord(t *testing.T) {
 }
 
 func FuzzParseRecord(f *testing.F) {
-	f.Add(make([]byte, 24))
+	f.Add(make([]byte, 32))
 	f.Add([]byte{1, 2, 3})
-	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ParseRecord(b)
 		if err == nil && (s.Duration < 0 || s.End < s.Duration) {

@@ -37,6 +37,8 @@ struct {
 struct cgroup_state {
 	__s64 nr_throttled; /* run queues throttled now */
 	__u64 start_ns;     /* when the first of them was throttled */
+	__u32 max_rqs;      /* the most run queues throttled at once in this stall */
+	__u32 pad;
 };
 
 /* Per cgroup. LRU: removed cgroups age out without user space having to delete them. */
@@ -51,6 +53,8 @@ struct stall {
 	__u64 cgroup_id;
 	__u64 ns;     /* length */
 	__u64 end_ns; /* CLOCK_MONOTONIC at its end, to align windows with other readings */
+	__u32 max_rqs;
+	__u32 pad;
 };
 
 struct {
@@ -94,8 +98,13 @@ static __always_inline void throttled(struct cfs_rq *rq)
 	/* The first run queue starts the stall. start_ns is written only on this 0 -> 1
 	 * step, so the unthrottle that ends the stall reads it while its own run queue still
 	 * counts (nr_throttled >= 1): no other CPU can overwrite it then. */
-	if (__sync_fetch_and_add(&st->nr_throttled, 1) == 0)
+	__s64 before = __sync_fetch_and_add(&st->nr_throttled, 1);
+	if (before == 0) {
 		st->start_ns = bpf_ktime_get_ns();
+		st->max_rqs = 1;
+	} else if (before + 1 > st->max_rqs) {
+		st->max_rqs = before + 1; /* racy between CPUs; a statistic only */
+	}
 }
 
 static __always_inline void unthrottled(struct cfs_rq *rq)
@@ -111,6 +120,7 @@ static __always_inline void unthrottled(struct cfs_rq *rq)
 	if (!st)
 		return; /* evicted from the LRU: the stall is lost */
 	__u64 start = st->start_ns;
+	__u32 max_rqs = st->max_rqs;
 	if (__sync_fetch_and_add(&st->nr_throttled, -1) != 1)
 		return; /* other run queues of the cgroup are still throttled */
 	struct stall *s = bpf_ringbuf_reserve(&stalls, sizeof(*s), 0);
@@ -122,6 +132,8 @@ static __always_inline void unthrottled(struct cfs_rq *rq)
 	s->cgroup_id = id;
 	s->ns = now - start;
 	s->end_ns = now;
+	s->max_rqs = max_rqs;
+	s->pad = 0;
 	bpf_ringbuf_submit(s, 0);
 }
 
@@ -161,8 +173,9 @@ int BPF_KPROBE(kprobe_throttle_cfs_rq, struct cfs_rq *rq)
 	return 0;
 }
 
+/* ret is the whole of rax: a bool return defines only its low byte (x86-64 ABI). */
 SEC("kretprobe/throttle_cfs_rq")
-int BPF_KRETPROBE(kretprobe_throttle_cfs_rq, bool ret)
+int BPF_KRETPROBE(kretprobe_throttle_cfs_rq, unsigned long ret)
 {
 	__u32 zero = 0;
 	__u64 *slot = bpf_map_lookup_elem(&entry_rq, &zero);
@@ -170,7 +183,7 @@ int BPF_KRETPROBE(kretprobe_throttle_cfs_rq, bool ret)
 		return 0;
 	struct cfs_rq *rq = (struct cfs_rq *)*slot;
 	*slot = 0;
-	if (ret)
+	if (ret & 0xff)
 		throttled(rq);
 	return 0;
 }

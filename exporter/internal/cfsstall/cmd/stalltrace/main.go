@@ -5,7 +5,7 @@
 // detaching, and optionally an exporter's stall histograms scraped at both ends: the cgroup
 // v2 VM test (test/v2/cfsstall_test.go) compares them over the same window. Usage:
 //
-//	stalltrace [-stats] [-scrape URL] -duration 5s /sys/fs/cgroup/a /sys/fs/cgroup/b
+//	stalltrace [-mode fentry|kprobe] [-stats] [-scrape URL] -duration 5s /sys/fs/cgroup/a /sys/fs/cgroup/b
 //
 // Output lines (times are CLOCK_MONOTONIC nanoseconds, as the stalls' ends):
 //
@@ -13,7 +13,7 @@
 //	cgroup DIR id ID before|after NR_THROTTLED THROTTLED_USEC
 //	window NAME FROM TO              cpustat-before, scrape-before, cpustat-after, scrape-after
 //	exporter before|after SERIES VALUE   the stall histograms' _count and _sum
-//	stall ID NS END
+//	stall ID NS END RUNQUEUES
 //	runs N ns_per_run NS             with -stats: the programs' cost as the kernel counts it
 //	lost N
 package main
@@ -39,6 +39,7 @@ import (
 func main() {
 	duration := flag.Duration("duration", 5*time.Second, "how long to trace")
 	scrape := flag.String("scrape", "", "an exporter's /metrics URL: its stall histograms' counts and sums are printed at both ends")
+	mode := flag.String("mode", "", "fentry or kprobe (default: what cfsstall.Open picks)")
 	stats := flag.Bool("stats", false, "enable the kernel's BPF run-time statistics and print the programs' cost")
 	flag.Parse()
 	if *stats {
@@ -48,7 +49,11 @@ func main() {
 			fmt.Println("stats unavailable:", err)
 		}
 	}
-	t, err := cfsstall.Open()
+	open := cfsstall.Open
+	if *mode != "" {
+		open = func() (*cfsstall.Tracer, error) { return cfsstall.OpenMode(cfsstall.Mode(*mode)) }
+	}
+	t, err := open()
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -104,7 +109,7 @@ loop:
 		out = append(out, s)
 	}
 	for _, s := range out {
-		fmt.Println("stall", s.CgroupID, s.Duration.Nanoseconds(), s.End.Nanoseconds())
+		fmt.Println("stall", s.CgroupID, s.Duration.Nanoseconds(), s.End.Nanoseconds(), s.RunQueues)
 	}
 	if statsErr == nil && *stats && runs > 0 {
 		fmt.Println("runs", runs, "ns_per_run", rt.Nanoseconds()/int64(runs))
