@@ -18,7 +18,7 @@ type docRow struct{ name, kind, labels, collector, help string }
 
 func kindOf(name string) string {
 	switch {
-	case strings.HasPrefix(name, "quota_cpu_throttled_window_"):
+	case strings.HasPrefix(name, "quota_cpu_throttled_window_"), name == "quota_cpu_throttle_stall_seconds":
 		return "histogram"
 	case name == "quota_go_stw_pause_seconds":
 		return "histogram"

@@ -14,7 +14,7 @@ local common = import 'common.libsonnet';
     d.dashboard(
       'quota-cpu-throttling.json',
       'CPU throttling and warm-up',
-      'CFS throttling per cgroup: usage against the limit, share of periods throttled, per-second stalls, and '
+      'CFS throttling per cgroup: usage against the limit, share of periods throttled, per-second stalls, stall lengths, and '
       + 'throttling as a function of process age (warm-up, JIT).',
       [
         common.row('Usage and throttling'),
@@ -80,6 +80,26 @@ local common = import 'common.libsonnet';
             '${datasource}',
             'sum by (le) (\n  increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, container_id!=""}[$__rate_interval])\n  or\n  increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, pod_uid="", %(node)s}[$__rate_interval])\n)'
             % { s: s, node: c.nodeSliceMatcher }
+          )
+          + g.query.prometheus.withLegendFormat('{{le}}')
+          + g.query.prometheus.withFormat('heatmap'),
+        ]),
+        g.panel.heatmap.new('CFS stall lengths')
+        + g.panel.heatmap.standardOptions.withUnit('short')
+        + g.panel.heatmap.options.yAxis.withUnit('s')
+        + g.panel.heatmap.options.cellValues.withUnit('short')
+        + g.panel.heatmap.panelOptions.withDescription(
+          'How long each CFS stall lasted (quota_cpu_throttle_stall_seconds, --collector.cfsstall, a BPF program; '
+          + "empty where the kernel or the privileges do not allow it): from the first of the cgroup's CPUs being "
+          + 'throttled to the last one released, so a freeze on many CPUs counts once. Each cell counts stalls of '
+          + 'the cgroups whose own quota ran out. A cgroup with quota q per period p that burns through its quota '
+          + 'stalls about p - q each period (80 ms for 20 ms / 100 ms); stalls above one period mean the cgroup '
+          + 'overran its quota (many threads at once) and froze while the refills paid the debt off.'
+        )
+        + g.panel.heatmap.queryOptions.withTargets([
+          g.query.prometheus.new(
+            '${datasource}',
+            'sum by (le) (increase(quota_cpu_throttle_stall_seconds_bucket{%(s)s}[$__rate_interval]))' % { s: s }
           )
           + g.query.prometheus.withLegendFormat('{{le}}')
           + g.query.prometheus.withFormat('heatmap'),

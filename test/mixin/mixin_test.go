@@ -54,6 +54,11 @@ var contractMetrics = map[string]bool{
 	"quota_cpu_effective_limit_cores": true, "quota_memory_effective_limit_bytes": true,
 }
 
+// kernelTraced are quota_cpu_ families of the opt-in cfsstall collector (a BPF program in the
+// kernel): the cpu collector's golden exposition cannot hold them; docs/metrics.md does, and
+// test/v2's TestCFSStallLengths scrapes them from the real exporter.
+var kernelTraced = map[string]bool{"quota_cpu_throttle_stall_seconds": true}
+
 func init() { plugins.RegisterDefaultPlugins() }
 
 // ---- the exporter's metric names ----
@@ -144,7 +149,7 @@ func (e exposition) check(name string, recorded map[string]bool) string {
 	}
 	// A collector with golden coverage must expose every name of its subsystem (quota_<collector>_...).
 	parts := strings.SplitN(family, "_", 3)
-	if len(parts) == 3 && e.goldenCols[parts[1]] {
+	if len(parts) == 3 && e.goldenCols[parts[1]] && !kernelTraced[family] {
 		if _, ok := e.golden[family]; !ok {
 			return fmt.Sprintf("%s: the %s collector's golden exposition has no %s", name, parts[1], family)
 		}

@@ -1,0 +1,38 @@
+//go:build linux && !amd64
+
+package cfsstall
+
+import (
+	"errors"
+	"time"
+)
+
+// The BPF object is built for x86-64 only (bpf/kernel.h declares x86-64's pt_regs).
+
+type Stall struct {
+	CgroupID  uint64
+	Duration  time.Duration
+	End       time.Duration
+	RunQueues uint32
+}
+
+type Mode string
+
+const (
+	Fentry Mode = "fentry"
+	Kprobe Mode = "kprobe"
+)
+
+var ErrClosed = errors.New("cfsstall: tracer closed")
+
+type Tracer struct{}
+
+func Open() (*Tracer, error) { return nil, errors.New("cfsstall: built for x86-64 only") }
+
+func OpenMode(Mode) (*Tracer, error) { return Open() }
+
+func (t *Tracer) Mode() Mode                               { return "" }
+func (t *Tracer) Read() (Stall, error)                     { return Stall{}, ErrClosed }
+func (t *Tracer) Lost() (uint64, error)                    { return 0, nil }
+func (t *Tracer) RunStats() (uint64, time.Duration, error) { return 0, 0, nil }
+func (t *Tracer) Close() error                             { return nil }
