@@ -42,6 +42,7 @@ func TestGoPauseFieldCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.Processes.maxAge = 0
+	env.Cgroups.maxAge = 0 // the listing takes its PIDs from the walk: both fresh each scrape
 	c, err := newGoPauseCollector(env)
 	if err != nil {
 		t.Fatal(err)

@@ -452,8 +452,8 @@ func (s *ProcessSource) OnEvict(f func(keep func(pid int, start uint64) bool)) {
 }
 
 // readStat reads one process's stat and status (cheap files, read once per scrape). It
-// touches no shared state: it may finish after the scrape gave up on it. Kernel threads
-// return nil.
+// touches no shared state: it may finish after the scrape gave up on it. Kernel threads and
+// zombies return nil.
 func (s *ProcessSource) readStat(it procItem) (*discovered, error) {
 	proc, err := s.fs.Proc(it.pid)
 	if err != nil {
@@ -463,7 +463,9 @@ func (s *ProcessSource) readStat(it procItem) (*discovered, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat: %w", kernel.Vanished(err))
 	}
-	if stat.Flags&pfKThread != 0 {
+	// A zombie (exited, not yet reaped by its parent) has no memory, threads or exe left: like
+	// a kernel thread it is not a workload. The walk's PIDs may be up to its cache age old.
+	if stat.Flags&pfKThread != 0 || stat.State == "Z" || stat.State == "X" {
 		return nil, nil
 	}
 	ctx, cancel := gatedContext()
