@@ -21,8 +21,9 @@ import (
 const cgroupReadBudget = 2 * time.Second
 
 // cgroupSeriesMax is the buffer of one cgroup's series: the cpu collector emits at most 14,
-// memory 8. A read that emitted more would block until abandoned: raise it with new series.
-const cgroupSeriesMax = 16
+// memory 8 (20 with --memory.detail). A read that emitted more would block until abandoned:
+// raise it with new series.
+const cgroupSeriesMax = 32
 
 // cgroupGate is the collector's quarantine gate, exported by env.Stuck when there is one.
 func cgroupGate(env *Env, name string) *procread.Gate {

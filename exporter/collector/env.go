@@ -20,6 +20,9 @@ type Config struct {
 	// ThrottleFullHistograms exports every bucket of both per-window histograms; by
 	// default only the ratio's alert thresholds (the per-container series budget).
 	ThrottleFullHistograms bool
+	// MemoryDetail adds memory.stat types, memory.events, the peak and memory.high to the memory
+	// collector (7–13 more series per cgroup, outside the default series budget).
+	MemoryDetail bool
 	// Process collectors.
 	ProcessMinResident             uint64
 	ProcessInclude, ProcessExclude *regexp.Regexp

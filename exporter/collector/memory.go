@@ -16,7 +16,8 @@ import (
 func init() {
 	register("memory", true, "cgroup memory limit, usage, working set, RSS, cache and OOM kills", newMemoryCollector,
 		memLimitDesc, memUsageDesc, memWorkingSetDesc, memRSSDesc, memCacheDesc, memOOMKillsDesc,
-		memPressureWaitingDesc, memPressureStalledDesc)
+		memPressureWaitingDesc, memPressureStalledDesc,
+		memStatDesc, memEventsDesc, memPeakDesc, memHighDesc)
 }
 
 var (
@@ -32,6 +33,17 @@ var (
 		"Page cache (v1 memory.stat total_cache, v2 memory.stat file).")
 	memOOMKillsDesc = newCgroupDesc("memory_oom_kills_total",
 		"Processes killed by the OOM killer in this cgroup (v1 memory.oom_control oom_kill, v2 memory.events oom_kill).")
+	// --memory.detail only.
+	memStatDesc = newCgroupDesc("memory_stat_bytes",
+		"--memory.detail: memory.stat by type, including descendants: anon, file, kernel, sock, shmem, anon_thp (v2; v1: anon = total_rss, file = total_cache, shmem = total_shmem, anon_thp = total_rss_huge; no kernel or sock).",
+		"type")
+	memEventsDesc = newCgroupDesc("memory_events_total",
+		"--memory.detail: v2 memory.events, including descendants: high (reclaim forced above memory.high), max (allocations that hit memory.max), oom, oom_group_kill (oom_kill is quota_memory_oom_kills_total).",
+		"type")
+	memPeakDesc = newCgroupDesc("memory_peak_bytes",
+		"--memory.detail: highest usage seen by the kernel (v2 memory.peak, Linux 5.19+; v1 memory.max_usage_in_bytes).")
+	memHighDesc = newCgroupDesc("memory_high_bytes",
+		"--memory.detail: v2 memory.high, the usage above which the kernel throttles and reclaims. Absent when unset (max).")
 	memPressureWaitingDesc = newCgroupDesc("memory_pressure_waiting_seconds_total",
 		"PSI: time in which at least one task of the cgroup stalled on memory (memory.pressure some total; cgroup v2).")
 	memPressureStalledDesc = newCgroupDesc("memory_pressure_stalled_seconds_total",
@@ -64,11 +76,12 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 			in = append(in, cg)
 		}
 	}
-	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return collectMemory(l, cg, e) })
+	detail := c.env.Config.MemoryDetail
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return collectMemory(l, cg, detail, e) })
 	return t.err()
 }
 
-func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
+func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, detail bool, e emitter) error {
 	dir := l.Memory.Dir(cg.Path)
 	var m cgroupfs.Memory
 	var err error
@@ -98,6 +111,11 @@ func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
 	if m.HasOOMKills {
 		e.counter(memOOMKillsDesc, float64(m.OOMKills))
 	}
+	if detail {
+		if err := collectMemoryDetail(dir, l.Memory.Version, m, e); err != nil {
+			return err
+		}
+	}
 	if l.Memory.Version == 2 {
 		p, err := cgroupfs.ReadPSIFile(dir, "memory")
 		if err != nil {
@@ -109,6 +127,49 @@ func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
 		e.counter(memPressureWaitingDesc, p.SomeSeconds)
 		if p.HasFull {
 			e.counter(memPressureStalledDesc, p.FullSeconds)
+		}
+	}
+	return nil
+}
+
+// collectMemoryDetail exports --memory.detail's series: memory.stat and memory.events come
+// from the reads above; the peak and memory.high are one more small file each.
+func collectMemoryDetail(dir string, version int, m cgroupfs.Memory, e emitter) error {
+	st := m.Stat
+	for _, s := range []struct {
+		typ string
+		v   uint64
+		has bool
+	}{
+		{"anon", st.Anon, st.HasAnon}, {"file", st.File, st.HasFile}, {"kernel", st.Kernel, st.HasKernel},
+		{"sock", st.Sock, st.HasSock}, {"shmem", st.Shmem, st.HasShmem}, {"anon_thp", st.AnonTHP, st.HasTHP},
+	} {
+		if s.has {
+			e.gauge(memStatDesc, float64(s.v), s.typ)
+		}
+	}
+	if ev := m.Events; ev.Has {
+		e.counter(memEventsDesc, float64(ev.High), "high")
+		e.counter(memEventsDesc, float64(ev.Max), "max")
+		e.counter(memEventsDesc, float64(ev.OOM), "oom")
+		if ev.HasGroupKill {
+			e.counter(memEventsDesc, float64(ev.OOMGroupKill), "oom_group_kill")
+		}
+	}
+	peak, ok, err := cgroupfs.ReadMemoryPeak(dir, version)
+	if err != nil {
+		return err
+	}
+	if ok {
+		e.gauge(memPeakDesc, float64(peak))
+	}
+	if version == 2 {
+		high, err := cgroupfs.ReadMemoryHighV2(dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if high > 0 {
+			e.gauge(memHighDesc, float64(high))
 		}
 	}
 	return nil

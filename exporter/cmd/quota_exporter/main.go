@@ -56,6 +56,7 @@ func run(args []string) int {
 		exclude     = app.Flag("cgroup.exclude", "Regexp of cgroup paths not to watch (matched against the whole path).").Default("").String()
 		bareRuntime = app.Flag("cgroup.bare-container-runtime", "Runtime prefix for container cgroups named by a bare 64-hex id (Kubernetes cgroupfs driver): containerd, cri-o or docker.").Default("containerd").Enum("containerd", "cri-o", "docker")
 		window      = app.Flag("throttle.window", "Window of the background throttling sampler that feeds quota_cpu_throttled_window_* histograms.").Default("1s").Duration()
+		memDetail   = app.Flag("memory.detail", "Add memory.stat by type (anon, file, kernel, sock, shmem, anon_thp), memory.events (high, max, oom, oom_group_kill; v2), the peak usage and memory.high to the memory collector: what an RSS-creep investigation needs, 7-13 more series per cgroup than the default budget.").Bool()
 		fullHists   = app.Flag("throttle.full-histograms", "Export every bucket of quota_cpu_throttled_window_ratio and the quota_cpu_throttled_window_seconds histogram (by default: the ratio's le=0.5 and 0.9 buckets only, the per-container series budget of docs/metrics.md).").Bool()
 		minRes      = app.Flag("process.min-resident", "Export processes that are neither JVM nor Go when their resident memory is at least this.").Default("64MiB").Bytes()
 		procInc     = app.Flag("process.include", "Regexp of process names to export (whole name).").Default(".*").String()
@@ -93,7 +94,7 @@ func run(args []string) int {
 		ProcPath: *procPath, SysPath: *sysPath,
 		BareContainerRuntime: *bareRuntime, ThrottleWindow: *window,
 		ProcessMinResident: uint64(*minRes), SmapsInterval: *smapsEvery,
-		PodLogsPath: *podLogs, ThrottleFullHistograms: *fullHists,
+		PodLogsPath: *podLogs, ThrottleFullHistograms: *fullHists, MemoryDetail: *memDetail,
 		OOMRetention: *oomRetain,
 	}
 	for _, re := range []struct {

@@ -4,6 +4,8 @@ package cgroupfs
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"path/filepath"
 )
 
@@ -20,6 +22,23 @@ type Memory struct {
 	Cache       uint64 // page cache (v1 cache / total_cache, v2 file)
 	OOMKills    uint64
 	HasOOMKills bool
+	// Stat is memory.stat by type, hierarchical (v1 total_*), read with the figures above at no
+	// extra cost; Events is v2 memory.events (high, max, oom, oom_group_kill; oom_kill is OOMKills).
+	Stat   MemoryStat
+	Events MemoryEvents
+}
+
+// MemoryStat holds the memory.stat types an RSS-creep investigation needs. Has* false: the
+// kernel does not have that type (v1 has no kernel, sock; anon_thp is v1 total_rss_huge).
+type MemoryStat struct {
+	Anon, File, Kernel, Sock, Shmem, AnonTHP               uint64
+	HasAnon, HasFile, HasKernel, HasSock, HasShmem, HasTHP bool
+}
+
+// MemoryEvents is v2 memory.events without oom_kill (Memory.OOMKills). Has false on v1.
+type MemoryEvents struct {
+	High, Max, OOM, OOMGroupKill uint64
+	Has, HasGroupKill            bool
 }
 
 // ReadMemoryLimitV1 reads memory.limit_in_bytes; 0 means unlimited.
@@ -33,8 +52,18 @@ func ReadMemoryLimitV1(dir string) (uint64, error) {
 
 // ReadMemoryMaxV2 reads memory.max; 0 means unlimited ("max").
 func ReadMemoryMaxV2(dir string) (uint64, error) {
+	return readLimitV2(filepath.Join(dir, "memory.max"))
+}
+
+// ReadMemoryHighV2 reads memory.high, the v2 throttling limit; 0 means none ("max").
+func ReadMemoryHighV2(dir string) (uint64, error) {
+	return readLimitV2(filepath.Join(dir, "memory.high"))
+}
+
+// readLimitV2 reads a v2 byte limit: a number, or "max" (returned as 0).
+func readLimitV2(path string) (uint64, error) {
 	var v uint64
-	err := readFile(filepath.Join(dir, "memory.max"), func(b []byte) (err error) {
+	err := readFile(path, func(b []byte) (err error) {
 		b = bytes.TrimSpace(b)
 		if string(b) == "max" {
 			return nil
@@ -67,7 +96,8 @@ func ReadMemoryStatsV1(dir string) (Memory, error) {
 		return parseKeyed(b, func(kb []byte, v uint64) {
 			k := string(kb) // on the stack unless kept: no allocation per key
 			switch k {
-			case "rss", "cache", "inactive_file", "total_rss", "total_cache", "total_inactive_file":
+			case "rss", "cache", "inactive_file", "shmem", "rss_huge",
+				"total_rss", "total_cache", "total_inactive_file", "total_shmem", "total_rss_huge":
 				stat[k] = v
 			}
 		})
@@ -83,6 +113,9 @@ func ReadMemoryStatsV1(dir string) (Memory, error) {
 	}
 	m.RSS, m.Cache = pick("rss"), pick("cache")
 	m.WorkingSet = workingSet(m.Usage, pick("inactive_file"))
+	has := func(k string) bool { _, a := stat[k]; _, b := stat["total_"+k]; return a || b }
+	m.Stat = MemoryStat{Anon: m.RSS, File: m.Cache, Shmem: pick("shmem"), AnonTHP: pick("rss_huge"),
+		HasAnon: has("rss"), HasFile: has("cache"), HasShmem: has("shmem"), HasTHP: has("rss_huge")}
 	m.OOMKills, m.HasOOMKills, _ = ReadOOMKillsV1(dir)
 	return m, nil
 }
@@ -131,10 +164,20 @@ func ReadMemoryStatsV2(dir string) (Memory, error) {
 			switch k {
 			case "anon":
 				m.RSS = v
+				m.Stat.Anon, m.Stat.HasAnon = v, true
 			case "file":
 				m.Cache = v
+				m.Stat.File, m.Stat.HasFile = v, true
 			case "inactive_file":
 				inactiveFile = v
+			case "kernel":
+				m.Stat.Kernel, m.Stat.HasKernel = v, true
+			case "sock":
+				m.Stat.Sock, m.Stat.HasSock = v, true
+			case "shmem":
+				m.Stat.Shmem, m.Stat.HasShmem = v, true
+			case "anon_thp":
+				m.Stat.AnonTHP, m.Stat.HasTHP = v, true
 			}
 		})
 	}); err != nil {
@@ -144,8 +187,17 @@ func ReadMemoryStatsV2(dir string) (Memory, error) {
 	if err := readFile(filepath.Join(dir, "memory.events"), func(b []byte) error {
 		return parseKeyed(b, func(kb []byte, v uint64) {
 			k := string(kb) // on the stack unless kept: no allocation per key
-			if k == "oom_kill" {
+			switch k {
+			case "oom_kill":
 				m.OOMKills, m.HasOOMKills = v, true
+			case "high":
+				m.Events.High, m.Events.Has = v, true
+			case "max":
+				m.Events.Max = v
+			case "oom":
+				m.Events.OOM = v
+			case "oom_group_kill":
+				m.Events.OOMGroupKill, m.Events.HasGroupKill = v, true
 			}
 		})
 	}); err != nil {
@@ -159,4 +211,18 @@ func workingSet(usage, inactiveFile uint64) uint64 {
 		return 0
 	}
 	return usage - inactiveFile
+}
+
+// ReadMemoryPeak reads the cgroup's peak usage: v2 memory.peak (Linux 5.19+), v1
+// memory.max_usage_in_bytes. ok is false when the kernel has no such file.
+func ReadMemoryPeak(dir string, version int) (peak uint64, ok bool, err error) {
+	name := "memory.max_usage_in_bytes"
+	if version == 2 {
+		name = "memory.peak"
+	}
+	peak, err = readUint(filepath.Join(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	return peak, err == nil, err
 }
