@@ -89,7 +89,7 @@ local utils = import '../lib/utils.libsonnet';
 
     // Warm-up: heavily throttled while the process using most of the cgroup's CPU is young.
     local warmupCondition(m) = |||
-      cgroup:quota_cpu_throttled_periods:ratio_rate5m{%(m)s} > %(ratio)g
+      cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m{%(m)s} > %(ratio)g
       and %(on)s
       (time() - cgroup:quota_process_start_time_seconds:top_cpu{%(m)s} < %(warmup)d)
     ||| % { m: m, ratio: c.warmupThrottledPeriodsRatio, on: on, warmup: warmup },
@@ -145,7 +145,7 @@ local utils = import '../lib/utils.libsonnet';
             // A stall during warm-up is the warm-up alert's (same problem, one alert); a young
             // helper process, probe or recycled worker changes nothing.
             oneLevel(function(m) |||
-              cgroup:quota_cpu_frozen_windows:increase10m{%(m)s} >= %(frozen)g
+              cgroup:quota_cpu_frozen_windows_with_pod:increase10m{%(m)s} >= %(frozen)g
               unless %(on)s
               (%(warm)s)
             ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, warm: warmupCondition(m) }),
@@ -174,7 +174,7 @@ local utils = import '../lib/utils.libsonnet';
               and %(on)s
               cgroup:quota_cpu_usage_seconds:rate2m > %(minCores)g
               and %(on)s
-              cgroup:quota_cpu_throttled_periods:ratio_rate5m > %(throttled)g
+              cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m > %(throttled)g
             ||| % {
               m: m,
               minCores: c.systemCPUMinCores,

@@ -92,13 +92,23 @@ local utils = import '../lib/utils.libsonnet';
             expr: effective('quota_memory_limit_bytes', 'quota_memory_effective_limit_bytes'),
           },
           {
+            // A cgroup's own throttling plus its pod's where both have a limit (withPod): what
+            // the per-level alerts (warm-up, stalls, system CPU) judge a container on.
+            record: 'cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m',
+            expr: withPod('cgroup:quota_cpu_throttled_periods:ratio_rate5m', true),
+          },
+          {
+            record: 'cgroup:quota_cpu_frozen_windows_with_pod:increase10m',
+            expr: withPod('cgroup:quota_cpu_frozen_windows:increase10m', false),
+          },
+          {
             // Throttling of the cgroup whose limit binds (the same cgroup unless an ancestor's binds).
             record: 'cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m',
-            expr: binding(withPod('cgroup:quota_cpu_throttled_periods:ratio_rate5m', true)),
+            expr: binding('cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m'),
           },
           {
             record: 'cgroup:quota_cpu_binding_frozen_windows:increase10m',
-            expr: binding(withPod('cgroup:quota_cpu_frozen_windows:increase10m', false)),
+            expr: binding('cgroup:quota_cpu_frozen_windows_with_pod:increase10m'),
           },
           {
             record: 'cgroup_mode:quota_cpu_usage_seconds:rate5m',
