@@ -144,11 +144,16 @@ local utils = import '../lib/utils.libsonnet';
             c.severities.stalls,
             // A stall during warm-up is the warm-up alert's (same problem, one alert); a young
             // helper process, probe or recycled worker changes nothing.
+            // A pod's stall while one of its containers warms up is that warm-up too.
             oneLevel(function(m) |||
-              cgroup:quota_cpu_frozen_windows_with_pod:increase10m{%(m)s} >= %(frozen)g
-              unless %(on)s
-              (%(warm)s)
-            ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, warm: warmupCondition(m) }),
+                                   cgroup:quota_cpu_frozen_windows_with_pod:increase10m{%(m)s} >= %(frozen)g
+                                   unless %(on)s
+                                   (%(warm)s)
+                                 ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, warm: warmupCondition(m) }
+                                 + (if std.startsWith(m, 'container_id=""') then |||
+                                      unless %(podOn)s
+                                      (%(warm)s)
+                                    ||| % { podOn: 'on(%s)' % utils.labels(c.podJoinLabels), warm: warmupCondition('container_id!=""') } else '')),
             c.stallsFor,
             'A cgroup is frozen by CPU throttling for seconds at a time.',
             where + ' was frozen (more than 90% of the CFS periods throttled) in {{ $value | printf "%.0f" }} '

@@ -108,7 +108,7 @@ func expectations() []expectation {
 			quotaCores: 1,
 			desc: func(string) []*regexp.Regexp {
 				return []*regexp.Regexp{regexp.MustCompile(`^1 process\(es\) in .* were killed by the OOM killer`),
-					lit("memory limit 32MiB")}
+					lit("container oom-crash of pod quota-demo/oom-crash-")}
 			},
 		},
 		{
