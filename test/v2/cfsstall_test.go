@@ -309,8 +309,10 @@ func checkStallTrace(t *testing.T, res *vm.Result, mode string) {
 		if st.expCount[1] == 0 || dcount < float64(elo.n) || dcount > float64(ehi.n) {
 			t.Errorf("%s: the exporter counted %v stalls between its scrapes, the trace %d-%d:\n%s\nlog:\n%s",
 				c.cgroup, dcount, elo.n, ehi.n, text, res.Section("stall-exporter-log"))
-		} else if dsum < elo.total.Seconds()-1e-6 || dsum > ehi.total.Seconds()+1e-6 {
-			t.Errorf("%s: the exporter's stalls total %.6fs between its scrapes, the trace's %v-%v", c.cgroup, dsum, elo.total, ehi.total)
+		} else if tol := 0.01*ehi.total.Seconds() + 0.5e-3*dcount; dsum < elo.total.Seconds()-tol || dsum > ehi.total.Seconds()+tol {
+			// Two programs on the same hooks (the exporter's and the trace's) take their own
+			// timestamps: under emulation each stall's two readings differ by up to ~0.2 ms.
+			t.Errorf("%s: the exporter's stalls total %.6fs between its scrapes, the trace's %v-%v (±%.4fs)", c.cgroup, dsum, elo.total, ehi.total, tol)
 		}
 	}
 }
