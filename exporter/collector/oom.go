@@ -117,6 +117,12 @@ func (r *oomRetained) collect(ctx context.Context, env *Env, ch chan<- prometheu
 	defer r.mu.Unlock()
 	for p, g := range r.gone {
 		if !live[p] {
+			// A container that died young may have been watched before the kubelet's log
+			// directories named it: name it now, so that its kill keeps one label set.
+			if g.cg.Names == (cgroupfs.KubeNames{}) && env.PodNames != nil {
+				env.PodNames.name(&g.cg)
+				r.gone[p] = g
+			}
 			newEmitter(ch, cgroupLabels, cgroupLabelValues(g.cg)).counter(memOOMKillsDesc, float64(g.kills))
 		}
 	}

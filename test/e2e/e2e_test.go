@@ -393,6 +393,7 @@ var mayBeEmpty = map[string]string{
 	"quota_cpu_burst_limit_cores":                 "exported only where a burst allowance is set; none of the workloads has one",
 	"quota_cpu_burst_seconds_total":               "exported only where a burst allowance is set; none of the workloads has one",
 	"quota_cpu_cpuset_cpus":                       "exported only when a cgroup's cpuset differs from the root's; the workloads may run on every CPU",
+	"quota_cpu_throttle_stall_seconds_bucket":     "--collector.cfsstall (kernel BPF) is off by default, and this host's kernel refuses it; measured in the v2 VM (test/v2 TestCFSStallLengths)",
 	"quota_go_stw_pause_seconds_bucket":           "--collector.gopause (uprobes) is off by default and the stack runs the exporter's defaults; measured in exporter/collector TestGoPauseFieldCase",
 	"quota_go_stw_pause_seconds_count":            "--collector.gopause (uprobes) is off by default and the stack runs the exporter's defaults; measured in exporter/collector TestGoPauseFieldCase",
 }
