@@ -16,7 +16,11 @@ import (
 
 // stwQuantile is the q-quantile of a scraped pause histogram as its bucket's upper bound.
 func stwQuantile(h *dto.Histogram, q float64) float64 {
-	rank := uint64(math.Ceil(q * float64(h.GetSampleCount())))
+	return stwRank(h, uint64(math.Ceil(q*float64(h.GetSampleCount()))))
+}
+
+// stwRank is the upper bound of the bucket holding the rank-th shortest pause.
+func stwRank(h *dto.Histogram, rank uint64) float64 {
 	for _, b := range h.Bucket {
 		if b.GetCumulativeCount() >= rank {
 			return b.GetUpperBound()
@@ -29,7 +33,12 @@ func stwQuantile(h *dto.Histogram, q float64) float64 {
 // loop while busy goroutines hold every P, in a 0.2-core v1 cgroup, with GOMAXPROCS=16 (more
 // than this host's CPUs) and then GOMAXPROCS=1. Each stop-the-world must preempt every P,
 // and with 16 threads sharing 20 ms per 100 ms some of them are throttled when it asks:
-// the pause tail must be at least 10x that of GOMAXPROCS=1. Also checked: the exporter's
+// the pause tail must be at least 10x that of GOMAXPROCS=1. The tail is the second-longest
+// pause of at least 10: one pause of GOMAXPROCS=1 may be long too, because the exporter's
+// window is a little wider than the runtime's (it ends where the world restarts, after the
+// runtime has stopped its clock) and a throttle or a busy host's preemption can land in that
+// sliver; with at most 10 pauses a p99 is the maximum and one such pause decided it (seen on
+// a loaded CI host: 79 ms against the program's 49 µs). Also checked: the exporter's
 // pause count equals the program's own /sched/pauses count exactly (attached while idle),
 // and the series and uprobes go when the process exits.
 func TestGoPauseFieldCase(t *testing.T) {
@@ -50,7 +59,7 @@ func TestGoPauseFieldCase(t *testing.T) {
 	defer c.(*goPauseCollector).Close()
 	cs := map[string]Collector{"gopause": c}
 
-	p99 := map[int]float64{}
+	tail := map[int]float64{}
 	for _, procs := range []int{16, 1} {
 		cmd := cg.Command(bin, "-spin", "16")
 		cmd.Env = append(cmd.Environ(), "GOMAXPROCS="+itoa(procs))
@@ -60,8 +69,15 @@ func TestGoPauseFieldCase(t *testing.T) {
 			t.Fatalf("GOMAXPROCS=%d: attached %v processes, want 1", procs, v)
 		}
 		before := prog.Pauses(t)
-		calls := prog.Loop(t, 8*time.Second)
-		after := prog.Pauses(t)
+		// At least 10 gc pauses (5 GCs): a GC cycle takes seconds here, more on a busy host.
+		calls, after := 0, before
+		for deadline := time.Now().Add(40 * time.Second); ; {
+			calls += prog.Loop(t, 4*time.Second)
+			after = prog.Pauses(t)
+			if after["gc"].Sub(before["gc"]).Count() >= 10 || time.Now().After(deadline) {
+				break
+			}
+		}
 		time.Sleep(300 * time.Millisecond) // the ring buffer's last events
 		mfs = scrapeFamilies(t, env, cs)
 		own := after["gc"].Sub(before["gc"])
@@ -71,9 +87,9 @@ func TestGoPauseFieldCase(t *testing.T) {
 		}
 		h := m.GetHistogram()
 		lo, hi := own.Quantile(0.99)
-		p99[procs] = stwQuantile(h, 0.99)
-		t.Logf("GOMAXPROCS=%d: %d GCs; exporter %d pauses, p50 <= %gs, p99 <= %gs, max bucket sum %.3fs; program %d pauses, p99 in [%g, %g)s",
-			procs, calls, h.GetSampleCount(), stwQuantile(h, 0.5), p99[procs], h.GetSampleSum(), own.Count(), lo, hi)
+		tail[procs] = stwRank(h, max(h.GetSampleCount(), 2)-1)
+		t.Logf("GOMAXPROCS=%d: %d GCs; exporter %d pauses, p50 <= %gs, second-longest <= %gs, longest <= %gs, sum %.3fs; program %d pauses, p99 in [%g, %g)s",
+			procs, calls, h.GetSampleCount(), stwQuantile(h, 0.5), tail[procs], stwQuantile(h, 1), h.GetSampleSum(), own.Count(), lo, hi)
 		if h.GetSampleCount() != own.Count() {
 			t.Errorf("GOMAXPROCS=%d: exporter counted %d gc pauses, the program %d", procs, h.GetSampleCount(), own.Count())
 		}
@@ -89,7 +105,7 @@ func TestGoPauseFieldCase(t *testing.T) {
 			t.Errorf("after exit: attached %v, series left %v", v, seriesFor(mfs, "quota_go_stw_pause_seconds", cg.Path) != nil)
 		}
 	}
-	if p99[16] < 10*p99[1] {
-		t.Errorf("p99 pause with GOMAXPROCS=16 %gs, with 1 %gs: want at least 10x", p99[16], p99[1])
+	if tail[16] < 10*tail[1] {
+		t.Errorf("second-longest pause with GOMAXPROCS=16 %gs, with 1 %gs: want at least 10x", tail[16], tail[1])
 	}
 }
