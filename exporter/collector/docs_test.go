@@ -62,7 +62,9 @@ absent where the path does not show them, and the Kubernetes names ` + "`namespa
 ` + "`container`" + ` where the kubelet's log directories under ` + "`--path.podlogs`" + ` (default /var/log) name the pod
 UID or container id (pod-level cgroups: ` + "`namespace`" + ` and ` + "`pod`" + ` only). No series carries an empty-valued
 label. Per-process series add ` + "`process`" + ` (comm, or a
-JVM's main class / jar, made unique within a cgroup) and ` + "`runtime`" + ` (jvm, go, other). The PID appears only on
+JVM's main class / jar, made unique within a cgroup) and ` + "`runtime`" + ` (jvm, go, other; unknown while a process's runtime
+detection is blocked in the kernel, e.g. behind its mmap_lock: its stat and status series are exported meanwhile).
+The PID appears only on
 ` + "`quota_process_info`" + `. On cgroup v1 a process is attributed to its path in the **cpu** hierarchy.
 
 **Series budget per container cgroup** (default flags; a container with a CPU quota and a memory limit):

@@ -4,10 +4,12 @@ package collector
 
 import (
 	"context"
+	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 func init() {
@@ -34,8 +36,20 @@ func newEffectiveCollector(env *Env) (Collector, error) { return &effectiveColle
 func (c *effectiveCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	cgs, _ := c.env.Cgroups.Cgroups(ctx) // walk errors are counted once, by the cpu collector
 	var ancestor func(string) cgroupfs.Limits
+	t := newTally("effective", c.env.Errors)
 	if c.env.Config.CgroupInclude != nil || c.env.Config.CgroupExclude != nil {
-		ancestor = c.env.Cgroups.Layout().ReadLimits
+		// Gated like the cpu and memory collectors' reads: an ancestor whose files block
+		// costs one budget once and reads as unlimited until its read returns.
+		read, gate := c.env.Cgroups.Layout().ReadLimits, cgroupGate(c.env, "effective")
+		ancestor = func(p string) cgroupfs.Limits {
+			rctx, cancel := context.WithTimeout(ctx, cgroupReadBudget)
+			defer cancel()
+			l, err := procread.GateDo(rctx, gate, p, "cgroup files", func() (cgroupfs.Limits, error) { return read(p), nil })
+			if err != nil && !errors.Is(err, procread.ErrStuck) {
+				t.add(p, err)
+			}
+			return l
+		}
 	}
 	eff := cgroupfs.EffectiveLimits(cgs, ancestor)
 	for _, cg := range cgs {
@@ -54,5 +68,5 @@ func (c *effectiveCollector) Update(ctx context.Context, ch chan<- prometheus.Me
 			e.gauge(memEffectiveLimitDesc, float64(b.MemoryBytes), b.MemoryCgroup)
 		}
 	}
-	return nil
+	return t.err()
 }

@@ -4,6 +4,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 func init() {
@@ -128,18 +130,76 @@ func (r *oomRetained) collect(ctx context.Context, env *Env, ch chan<- prometheu
 	}
 }
 
-// oomWatchLoop runs sync now and every oomRediscover until ctx ends, then closes done.
-func oomWatchLoop(ctx context.Context, done chan<- struct{}, sync func(context.Context)) {
+// oomWatchLoop runs s now and every oomRediscover until ctx ends, then closes done.
+func oomWatchLoop(ctx context.Context, done chan<- struct{}, s *oomSyncer) {
 	defer close(done)
 	t := time.NewTicker(oomRediscover)
 	defer t.Stop()
 	for {
-		sync(ctx)
+		select {
+		case <-s.start(ctx):
+		case <-ctx.Done():
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// oomSyncer runs a watcher's sync one at a time, for its rediscovery loop and for scrapes.
+// A sync reads memory.events (v2) or registers eventfds (v1) of new cgroups outside the
+// cpu and memory collectors' gate: a scrape waits for it within cgroupReadBudget (at most
+// half of what is left of the scrape), so a file blocked in the kernel leaves that scrape
+// with the counts it has, and later scrapes join the same run instead of starting more.
+type oomSyncer struct {
+	sync    func(context.Context)
+	mu      sync.Mutex
+	running chan struct{} // closed when the current run ends; nil when idle
+}
+
+func (s *oomSyncer) start(ctx context.Context) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running != nil {
+		return s.running
+	}
+	done := make(chan struct{})
+	s.running = done
+	go func() {
+		defer close(done)
+		s.sync(ctx)
+		s.mu.Lock()
+		s.running = nil
+		s.mu.Unlock()
+	}()
+	return done
+}
+
+// await starts or joins a sync and waits for it within the scrape's budget; it returns
+// procread.ErrTimeout when the sync did not end in time.
+func (s *oomSyncer) await(ctx context.Context) error {
+	budget := cgroupReadBudget
+	if dl, ok := ctx.Deadline(); ok {
+		budget = min(budget, max(time.Until(dl)/2, 10*time.Millisecond))
+	}
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case <-s.start(ctx):
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return fmt.Errorf("%w: the OOM watcher's sync of new cgroups is still running (a memory.events read or eventfd registration blocked in the kernel?); this scrape exports the counts it has", procread.ErrTimeout)
+}
+
+// syncForScrape runs the watcher's sync for a scrape, and counts one that overran.
+func (s *oomSyncer) syncForScrape(ctx context.Context, env *Env) {
+	if err := s.await(ctx); err != nil {
+		newTally("oom", env.Errors).add("oom watcher sync", err)
 	}
 }
 
@@ -195,6 +255,7 @@ type oomCollector struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	retained *oomRetained
+	syncs    *oomSyncer
 
 	mu        sync.Mutex
 	byWD      map[int32]*oomCgroup
@@ -212,7 +273,8 @@ func newOOMv2Collector(env *Env) (Collector, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel, c.done = cancel, make(chan struct{})
 	go c.events()
-	go oomWatchLoop(ctx, make(chan struct{}), c.sync)
+	c.syncs = &oomSyncer{sync: c.sync}
+	go oomWatchLoop(ctx, make(chan struct{}), c.syncs)
 	return c, nil
 }
 
@@ -313,7 +375,7 @@ func readOOMKills(dir string) (uint64, error) {
 
 // Update exports the OOM kills of removed cgroups still within the retention.
 func (c *oomCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	c.sync(ctx)
+	c.syncs.syncForScrape(ctx, c.env)
 	oomExport(ctx, c.env, ch, c.retained, &c.mu, func() (int, int) { return len(c.byPath), c.unwatched })
 	return nil
 }

@@ -62,6 +62,7 @@ type oomV1Collector struct {
 	cancel   context.CancelFunc
 	loopDone chan struct{}
 	syncDone chan struct{}
+	syncs    *oomSyncer
 
 	mu           sync.Mutex
 	closed       bool
@@ -109,7 +110,8 @@ func newOOMv1Collector(env *Env) (Collector, error) {
 		ctx: ctx, cancel: cancel, loopDone: make(chan struct{}), syncDone: make(chan struct{}),
 		byFD: map[int32]*oomV1Cgroup{}, byPath: map[string]*oomV1Cgroup{}}
 	go c.loop()
-	go oomWatchLoop(ctx, c.syncDone, c.sync)
+	c.syncs = &oomSyncer{sync: c.sync}
+	go oomWatchLoop(ctx, c.syncDone, c.syncs)
 	return c, nil
 }
 
@@ -419,7 +421,7 @@ func (c *oomV1Collector) sleepUntil(t time.Time) bool {
 
 // Update exports the OOM kills of removed cgroups still within the retention.
 func (c *oomV1Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	c.sync(ctx)
+	c.syncs.syncForScrape(ctx, c.env)
 	oomExport(ctx, c.env, ch, c.retained, &c.mu, func() (int, int) { return len(c.byPath), c.unwatched })
 	return nil
 }

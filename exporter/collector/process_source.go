@@ -44,6 +44,10 @@ const (
 	runtimeJVM   = "jvm"
 	runtimeGo    = "go"
 	runtimeOther = "other"
+	// runtimeUnknown is a process whose runtime detection has not returned (a read blocked
+	// in the kernel, e.g. behind the process's mmap_lock): its stat and status series are
+	// exported meanwhile, and it is detected again once the read returns.
+	runtimeUnknown = "unknown"
 )
 
 // process is one watched process in one scrape: what discovery read (stat and status, once
@@ -376,7 +380,7 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 	// Runtime detection of new processes, in parallel, quarantined per process: a detection
 	// that timed out is not retried while its read is outstanding.
 	dres := eachProcess(ctx, s, undetected, "detect", s.detectAlone)
-	failed := map[*process]bool{}
+	failed, undecided := map[*process]bool{}, map[*process]bool{}
 	for i, r := range dres {
 		p := undetected[i]
 		switch {
@@ -392,7 +396,11 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 			} else if err := countOnce(r.Err); err != nil {
 				errs = append(errs, fmt.Errorf("pid %d: %w", p.PID, err))
 			}
-			failed[p] = true
+			if r.Done && errors.Is(r.Err, procread.ErrTimeout) { // ErrStuck too
+				undecided[p] = true
+			} else {
+				failed[p] = true
+			}
 		}
 	}
 	cfg := *s.cfg
@@ -402,13 +410,16 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 			continue
 		}
 		p.Runtime, p.Name = p.state.runtime, p.state.name
-		if p.Runtime == "" {
+		switch {
+		case undecided[p]:
+			p.Runtime = runtimeUnknown
+		case p.Runtime == "":
 			p.Runtime = runtimeOther
 		}
 		if p.Name == "" {
 			p.Name = p.Stat.Comm
 		}
-		if p.Runtime == runtimeOther && uint64(p.Stat.ResidentMemory()) < cfg.ProcessMinResident {
+		if (p.Runtime == runtimeOther || p.Runtime == runtimeUnknown) && uint64(p.Stat.ResidentMemory()) < cfg.ProcessMinResident {
 			continue
 		}
 		if cfg.ProcessInclude != nil && !cfg.ProcessInclude.MatchString(p.Name) ||

@@ -70,13 +70,20 @@ func startVictim(t *testing.T, fuse *testutil.FUSE, name string, cmd *exec.Cmd) 
 	return v
 }
 
-// metricLines are the lines of body for metric name whose labels contain sub.
-func metricLines(body, name, sub string) []string {
+// metricLines are the lines of body for metric name whose labels contain every one of subs.
+func metricLines(body, name string, subs ...string) []string {
 	var out []string
+lines:
 	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, name+"{") && strings.Contains(l, sub) {
-			out = append(out, l)
+		if !strings.HasPrefix(l, name+"{") {
+			continue
 		}
+		for _, sub := range subs {
+			if !strings.Contains(l, sub) {
+				continue lines
+			}
+		}
+		out = append(out, l)
 	}
 	return out
 }
@@ -99,8 +106,9 @@ func stuckProcessReads(body string) int {
 // 50 times, answers every scrape within the deadline with the healthy process and the
 // cgroup's series, its OS threads stay bounded, quota_exporter_stuck_reads shows the stuck
 // reads, SIGTERM exits within 5 s, and once the server answers the stuck reads return and
-// the series that were missing (the C program's malloc series: environ and mem; the Go
-// program, whose runtime detection blocked) are exported again.
+// the series that were missing are exported again (the C program's malloc series: environ
+// and mem); the Go program, whose runtime detection blocked, is exported meanwhile as
+// runtime="unknown" and as runtime="go" once its detection returns.
 func TestRealProcessStuckInKernel(t *testing.T) {
 	cg := testutil.NewCgroup(t, "fuse", testutil.CgroupOptions{QuotaUS: 50000})
 	dir := worldReadableTempDir(t)
@@ -197,6 +205,12 @@ func TestRealProcessStuckInKernel(t *testing.T) {
 	if stuckProcessReads(body) == 0 {
 		t.Errorf("quota_exporter_stuck_reads does not show the stuck process:\n%s", grepLines(body, "quota_exporter_"))
 	}
+	// The Go victim's runtime detection blocks: it is exported meanwhile with its stat and
+	// status series, as runtime="unknown".
+	if goListed < 45 || len(metricLines(body, "quota_process_info", pidLabel(gpid), `runtime="unknown"`)) == 0 {
+		t.Errorf("the Go victim was listed in %d of 50 scrapes (want >= 45), last as:\n%s", goListed,
+			strings.Join(metricLines(body, "quota_process_info", pidLabel(gpid)), "\n"))
+	}
 	if victimMalloced > 0 {
 		t.Errorf("the victim's malloc series were exported in %d scrapes while its mem and environ block", victimMalloced)
 	}
@@ -221,7 +235,7 @@ func TestRealProcessStuckInKernel(t *testing.T) {
 	for {
 		body = scrape(t, addr, limit)
 		back := len(metricLines(body, "quota_process_allocator_info", victimMalloc)) > 0 &&
-			len(metricLines(body, "quota_process_info", pidLabel(gpid))) > 0
+			len(metricLines(body, "quota_process_info", pidLabel(gpid), `runtime="go"`)) > 0
 		if back && stuckProcessReads(body) == 0 {
 			break
 		}
