@@ -8,6 +8,7 @@ local utils = import '../lib/utils.libsonnet';
     local sel = c.quotaExporterSelector,
     local join = utils.labels(c.cgroupJoinLabels),
     local on = 'on(%s)' % join,
+    local cgLabels = utils.labels(c.cgroupLabels),
 
     // The value of rule for the cgroup whose limit binds each cgroup (limit_cgroup of the
     // effective-limit series, issue 10), keyed by the cgroup itself; where no effective-limit
@@ -82,6 +83,27 @@ local utils = import '../lib/utils.libsonnet';
             // to 5% of periods, these count the 3 frozen windows.
             record: 'cgroup:quota_cpu_frozen_windows:increase10m',
             expr: frozen('10m'),
+          },
+          {
+            // The JVMs of a cgroup: heap committed now, and the most their heaps may grow to
+            // (-Xmx or MaxRAMPercentage). A heap filling up to its max is planned growth, which a
+            // working-set trend alone mistakes for creep.
+            record: 'cgroup:quota_jvm_heap_committed_bytes:sum',
+            expr: 'sum by (%(by)s) (quota_jvm_heap_committed_bytes{%(sel)s})' % { by: cgLabels, sel: sel },
+          },
+          {
+            record: 'cgroup:quota_jvm_heap_max_bytes:sum',
+            expr: 'sum by (%(by)s) (quota_jvm_heap_max_bytes{%(sel)s})' % { by: cgLabels, sel: sel },
+          },
+          {
+            // The working set outside the JVM heaps (cgroups with a JVM only): native memory,
+            // metaspace, thread stacks, page cache, other processes.
+            record: 'cgroup:quota_memory_working_set_bytes:minus_jvm_heap',
+            expr: |||
+              quota_memory_working_set_bytes{%(sel)s}
+                - %(on)s group_left()
+              cgroup:quota_jvm_heap_committed_bytes:sum
+            ||| % { sel: sel, on: on },
           },
           {
             record: 'cgroup:quota_cpu_limit_cores:effective',
@@ -252,6 +274,12 @@ local utils = import '../lib/utils.libsonnet';
             // so two JVMs that together reach the limit count.
             record: 'cgroup:quota_memory_working_set_bytes:deriv' + c.memoryCreepLookback,
             expr: 'deriv(quota_memory_working_set_bytes{%(sel)s}[%(lb)s])' % { sel: sel, lb: c.memoryCreepLookback },
+          },
+          {
+            // The same for the working set outside the JVM heaps: the creep alert's test of
+            // whether anything but a filling heap grows.
+            record: 'cgroup:quota_memory_working_set_bytes:minus_jvm_heap_deriv' + c.memoryCreepLookback,
+            expr: 'deriv(cgroup:quota_memory_working_set_bytes:minus_jvm_heap[%(lb)s])' % { lb: c.memoryCreepLookback },
           },
         ],
       },
