@@ -166,7 +166,7 @@ local utils = import '../lib/utils.libsonnet';
             // helper process, probe or recycled worker changes nothing.
             // A pod's stall while one of its containers warms up is that warm-up too.
             oneLevel(function(m) |||
-                                   cgroup:quota_cpu_frozen_windows_with_pod:increase10m{%(m)s} >= %(frozen)g
+                                   cgroup:quota_cpu_frozen_windows:increase10m{%(m)s} >= %(frozen)g
                                    unless %(on)s
                                    (%(warm)s)
                                  ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, warm: warmupCondition(m) }

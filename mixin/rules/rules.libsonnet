@@ -35,14 +35,15 @@ local utils = import '../lib/utils.libsonnet';
     // first, and each level's counters count only its own throttling (v1 and v2 alike; measured
     // on this host: a burner in such a pair showed 24 throttled periods on the container and 10
     // on the pod in the same 81). The container stalls in both, so its value adds its pod's.
-    local withPod(rule, cap) =
+    // (Frozen windows need no such sum: the exporter's sampler already counts a container's
+    // window with its pod's throttling, which a sum of two 5-minute shares cannot do per second.)
+    local withPod(rule) =
       local sum = |||
         (%(rule)s{container_id!=""} and on(%(join)s) quota_cpu_limit_cores{%(sel)s, container_id!=""})
           + on(%(pod)s) group_left()
         (%(rule)s{container_id="", pod_uid!=""} and on(%(join)s) quota_cpu_limit_cores{%(sel)s, container_id="", pod_uid!=""})
       ||| % { rule: rule, join: join, sel: sel, pod: utils.labels(c.podJoinLabels) };
-      local capped = if cap then 'clamp_max(\n%s, 1)' % sum else sum;
-      '(\n(\n%s)\nor\n%s\n)' % [capped, rule],
+      '(\n(\n%s)\nor\n%s\n)' % ['clamp_max(\n%s, 1)' % sum, rule],
 
     // The limit that binds a cgroup: the effective limit where exported, else its own.
     local effective(own, eff) = |||
@@ -117,11 +118,7 @@ local utils = import '../lib/utils.libsonnet';
             // A cgroup's own throttling plus its pod's where both have a limit (withPod): what
             // the per-level alerts (warm-up, stalls, system CPU) judge a container on.
             record: 'cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m',
-            expr: withPod('cgroup:quota_cpu_throttled_periods:ratio_rate5m', true),
-          },
-          {
-            record: 'cgroup:quota_cpu_frozen_windows_with_pod:increase10m',
-            expr: withPod('cgroup:quota_cpu_frozen_windows:increase10m', false),
+            expr: withPod('cgroup:quota_cpu_throttled_periods:ratio_rate5m'),
           },
           {
             // Throttling of the cgroup whose limit binds (the same cgroup unless an ancestor's binds).
@@ -130,7 +127,7 @@ local utils = import '../lib/utils.libsonnet';
           },
           {
             record: 'cgroup:quota_cpu_binding_frozen_windows:increase10m',
-            expr: binding('cgroup:quota_cpu_frozen_windows_with_pod:increase10m'),
+            expr: binding('cgroup:quota_cpu_frozen_windows:increase10m'),
           },
           {
             record: 'cgroup_mode:quota_cpu_usage_seconds:rate5m',
