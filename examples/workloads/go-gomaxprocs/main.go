@@ -1,7 +1,7 @@
 // Command go-gomaxprocs reproduces seed 004: a Go service whose GOMAXPROCS (16 here, the host's
 // CPU count in the field report) is far above its 0.5-core quota. It allocates continuously,
-// so the garbage collector runs often with 16 Ps worth of workers, and a few request handlers
-// compute without pause; together they exhaust the quota within a period. Every
+// so the garbage collector runs often with 16 Ps worth of workers, and with -busy a few request
+// handlers compute without pause; together they exhaust the quota within a period. Every
 // stop-the-world must preempt the busy handlers' Ps, and a thread the quota has descheduled
 // stops only when the quota refills: pauses stretch from microseconds to 50-250 ms (p99
 // about 100 ms here, as in the field report). Run with GOMAXPROCS=16 in a cgroup with a
@@ -19,7 +19,7 @@ import (
 
 func main() {
 	workers := flag.Int("workers", 16, "allocating goroutines")
-	busy := flag.Int("busy", 4, "goroutines that compute without pause")
+	busy := flag.Int("busy", 0, "goroutines that compute without pause (the e2e and the demo run 4)")
 	flag.Parse()
 	fmt.Printf("go-gomaxprocs: runtime.GOMAXPROCS(0) = %d, NumCPU = %d, %d allocating and %d busy goroutines\n",
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), *workers, *busy)
