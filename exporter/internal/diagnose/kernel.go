@@ -10,16 +10,10 @@ import (
 // quota they run on every CPU of the host, the lock's cache line bounces between all of them,
 // and a lock holder throttled at the end of the quota leaves the others waiting on it.
 func kernelContention(w *Workload) (Finding, bool) {
-	if w.LimitCores <= 0 || w.UsageCores < systemMinCores || w.SystemCores < systemShare*w.UsageCores {
+	if !w.kernelBound() {
 		return Finding{}, false
 	}
-	periods := 0.0
-	if w.Periods > 0 {
-		periods = w.ThrottledPeriods / w.Periods
-	}
-	if periods < systemThrottledShare && w.throttledShare() < throttlingShare {
-		return Finding{}, false
-	}
+	periods := w.throttledPeriodsShare()
 	n := limitCPUs(w.LimitCores)
 	threads := 0
 	for _, p := range w.Processes {
@@ -48,4 +42,19 @@ func kernelContention(w *Workload) (Finding, bool) {
 	}
 	f.Fix.Alternatives = append(f.Fix.Alternatives, "find the contended syscall first: perf top -p <pid> or strace -c -f -p <pid> (briefly: strace slows the process)")
 	return f, true
+}
+
+// kernelBound: a throttled cgroup that spends most of its CPU in the kernel.
+func (w *Workload) kernelBound() bool {
+	if w.LimitCores <= 0 || w.UsageCores < systemMinCores || w.SystemCores < systemShare*w.UsageCores {
+		return false
+	}
+	return w.throttledPeriodsShare() >= systemThrottledShare || w.throttledShare() >= throttlingShare
+}
+
+func (w *Workload) throttledPeriodsShare() float64 {
+	if w.Periods <= 0 {
+		return 0
+	}
+	return w.ThrottledPeriods / w.Periods
 }

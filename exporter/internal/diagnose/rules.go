@@ -385,10 +385,7 @@ func throttling(w *Workload) (Finding, bool) {
 	if share >= throttlingCriticalShare {
 		sev = Critical
 	}
-	period := w.PeriodSeconds
-	if period <= 0 {
-		period = 0.1
-	}
+	period := period(w)
 	f := newFinding(RuleThrottling, sev, w, nil, "CPU throttling")
 	f.Evidence = append([]Fact{{Name: "usage_cores", Value: w.UsageCores, Text: "usage " + cores(w.UsageCores)}}, w.limitFacts()...)
 	f.Fix.Settings = map[string]string{}
@@ -415,6 +412,14 @@ func throttling(w *Workload) (Finding, bool) {
 	f.Fix.Settings["cpu_limit_cores"] = strconv.FormatFloat(need, 'f', -1, 64)
 	f.Fix.Text = fmt.Sprintf("Raise the CPU limit%s to %s: the usage plus the throttled time observed, the demand the limit cut off.", limitOwner(w), cores(need))
 	return f, true
+}
+
+// period is the CFS period of the limit, 0.1 s when unknown.
+func period(w *Workload) float64 {
+	if w.PeriodSeconds > 0 {
+		return w.PeriodSeconds
+	}
+	return 0.1
 }
 
 func limitOwner(w *Workload) string {

@@ -271,13 +271,16 @@ func TestKernelContention(t *testing.T) {
 	if !strings.Contains(f.Fix.Text, "static CPU manager policy") || !strings.Contains(f.Evidence[0].Text, "80% of the CPU time in the kernel") {
 		t.Errorf("fix %q evidence %+v", f.Fix.Text, f.Evidence)
 	}
+	// Young, but kernel-bound: contention, not warm-up.
+	w.Processes[0].Warmup = &WarmupFacts{AgeSeconds: 8, Cores: 1, ThrottledCores: 0.9, ThrottledShare: 0.9}
+	only(t, Diagnose([]Workload{w}), RuleKernel)
 	// A 2.5-core limit: 3 CPUs.
 	w.LimitCores = 2.5
 	if f := only(t, Diagnose([]Workload{w}), RuleKernel); f.Fix.Settings["cpuset_cpus"] != "3" {
 		t.Errorf("fix %+v", f.Fix)
 	}
 	// User-heavy throttling is plain throttling; kernel-heavy but unthrottled is no finding.
-	w.LimitCores, w.SystemCores = 1, 0.1
+	w.LimitCores, w.SystemCores, w.Processes[0].Warmup = 1, 0.1, nil
 	only(t, Diagnose([]Workload{w}), RuleThrottling)
 	w = workload(1, 0)
 	w.UsageCores, w.SystemCores, w.Periods = 0.6, 0.5, 150

@@ -21,6 +21,9 @@ func warmup(w *Workload, p Process) (Finding, bool) {
 	if wu.Steady && wu.SteadyThrottledShare >= warmupThrottledShare {
 		return Finding{}, false // throttled later too: steady throttling, not warm-up
 	}
+	if w.kernelBound() {
+		return Finding{}, false // kernel time, not warm-up work: the contention finding's
+	}
 	sev := Warning
 	if wu.ThrottledShare >= warmupCriticalShare {
 		sev = Critical
@@ -58,7 +61,7 @@ func warmup(w *Workload, p Process) (Finding, bool) {
 	f.Fix.Text = fmt.Sprintf("Make the limit%s cover the warm-up: CPU limit %s (the measured warm-up demand) with the request at %s (%s): "+
 		"on Kubernetes a Burstable pod, which the scheduler places by its request.", limitOwner(w), cores(limit), cores(request), steady)
 	f.Fix.Alternatives = []string{
-		fmt.Sprintf("cpu.max.burst (cgroup v2) does not cover it: a burst is at most one period's quota (%s for one period), a warm-up lasts minutes", coreAdj(w.LimitCores)),
+		fmt.Sprintf("cpu.max.burst (cgroup v2) does not cover it: a burst is at most one period's quota (%.0f ms of CPU), a warm-up lasts minutes", w.LimitCores*period(w)*1e3),
 	}
 	if p.Runtime == "jvm" {
 		f.Fix.Alternatives = append(f.Fix.Alternatives, "or shrink the warm-up itself: an AppCDS archive (-XX:SharedArchiveFile) for class loading, or warm the JIT before taking traffic")
