@@ -25,6 +25,10 @@ const (
 	// arenaHeapFloor: arenas whose heaps hold less than this each on average cost too little
 	// to be worth a change (a JVM's dozen near-empty arenas: 2 MiB for 16).
 	arenaHeapFloor = 1 << 20
+	// warmupDemandFactor: the warm-up's demand (usage + throttled time) must exceed the limit
+	// by this factor; below it the throttling is bursts within a fitting average (the
+	// throttling rule's burst advice).
+	warmupDemandFactor = 1.1
 	// warmupThrottledShare: a process in its first minutes whose cgroup had at least this
 	// share of its CFS periods throttled is throttled while warming up (the steady state, when
 	// seen, must stay below it); warmupCriticalShare makes it critical.
@@ -47,12 +51,18 @@ func Diagnose(ws []Workload) []Finding {
 	for i := range ws {
 		w := &ws[i]
 		for _, p := range w.Processes {
+			cpuCause := false
 			for _, rule := range []func(*Workload, Process) (Finding, bool){jvmThreads, goMaxProcs, mallocArenas, warmup} {
-				if f, ok := rule(w, p); ok {
-					out = append(out, f)
-					if f.Rule != RuleMallocArenas {
-						explained[w.limitKey()] = true
-					}
+				f, ok := rule(w, p)
+				// A young process whose runtime oversubscribes the limit is throttled by that,
+				// not by its warm-up: one cause, one fix.
+				if !ok || (f.Rule == RuleWarmup && cpuCause) {
+					continue
+				}
+				out = append(out, f)
+				if f.Rule != RuleMallocArenas {
+					cpuCause = true
+					explained[w.limitKey()] = true
 				}
 			}
 		}

@@ -254,6 +254,12 @@ func TestWarmup(t *testing.T) {
 
 func TestWarmupWithoutThrottlingOrThrottledLaterHasNoFinding(t *testing.T) {
 	none(t, Diagnose([]Workload{workload(1, 0, warmingJVM(WarmupFacts{AgeSeconds: 40, Cores: 0.5, ThrottledShare: 0.01}))}))
+	// Throttled in bursts, the demand within the limit: not a warm-up problem.
+	none(t, Diagnose([]Workload{workload(1, 0, warmingJVM(WarmupFacts{AgeSeconds: 40, Cores: 0.86, ThrottledCores: 0.02, ThrottledShare: 0.3}))}))
+	// A young JVM with 18 GC threads: the thread finding, not warm-up.
+	p := jvmProc(24, 18, 0, 12, "parallel")
+	p.Warmup = &WarmupFacts{AgeSeconds: 40, Cores: 0.26, ThrottledCores: 0.16, ThrottledShare: 0.43}
+	only(t, Diagnose([]Workload{workload(0.3, 9, p)}), RuleJVMThreads)
 	// Throttled as much later: steady throttling (the throttling rule's), not warm-up.
 	w := workload(1, 0, warmingJVM(WarmupFacts{AgeSeconds: 300, Cores: 1, ThrottledCores: 1, ThrottledShare: 0.6, Steady: true, SteadyCores: 1, SteadyThrottledShare: 0.6}))
 	none(t, Diagnose([]Workload{w}))

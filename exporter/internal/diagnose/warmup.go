@@ -34,6 +34,9 @@ func warmup(w *Workload, p Process) (Finding, bool) {
 	if w.HostCPUs > 0 {
 		demand = math.Min(demand, float64(w.HostCPUs))
 	}
+	if demand < warmupDemandFactor*w.LimitCores {
+		return Finding{}, false
+	}
 	limit := math.Max(math.Ceil(demand*10)/10, math.Round((w.LimitCores+0.1)*10)/10)
 	request := w.LimitCores
 	if wu.Steady {
