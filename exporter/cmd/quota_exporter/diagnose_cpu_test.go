@@ -67,10 +67,12 @@ func TestDiagnoseWarmup(t *testing.T) {
 	if out, err := exec.Command(javac, append([]string{"-d", classes, filepath.Join(src, "Warmup.java")}, srcs...)...).CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, out)
 	}
+	include := fmt.Sprintf("--cgroup.include=.*/diag-warmup-%d-.*", os.Getpid())
+	promURL := startPrometheus(t, bin, include)
+	started := time.Now()
 	s := startScenario(t, "warmup", testutil.CgroupOptions{QuotaUS: 100000, MemoryLimit: 512 << 20}, nil,
 		java, "-Xms128m", "-Xmx128m", "-cp", classes, "Warmup", "4")
 	favour(t, s)
-	include := fmt.Sprintf("--cgroup.include=.*/diag-warmup-%d-.*", os.Getpid())
 	var (
 		young, old diagnose.Report
 		code       int
@@ -117,6 +119,28 @@ func TestDiagnoseWarmup(t *testing.T) {
 	}
 	if rules[diagnose.RuleWarmup] || !rules[diagnose.RuleThrottling] {
 		t.Errorf("judged old: findings %s, want throttling and no warm-up", findingKeys(old))
+	}
+
+	// History, once the warm-up is over (some 25 s here): the first 30 s of the process
+	// against the 25 s after them, from what Prometheus stored. The request now follows the
+	// steady state.
+	time.Sleep(time.Until(started.Add(55 * time.Second)))
+	hist, _ := diagnoseJSON(t, bin, "--prometheus.url="+promURL, "--since=60s", "--warmup.window=30s")
+	f = diagnose.Finding{}
+	for _, g := range findingsFor(hist, s.cg.Path) {
+		if g.Rule == diagnose.RuleWarmup {
+			f = g
+		}
+	}
+	if f.Rule == "" {
+		t.Fatalf("history: no %s finding: %s", diagnose.RuleWarmup, findingKeys(hist))
+	}
+	t.Logf("history: %s; fix %s", evidenceText(f), f.Fix.Text)
+	steady := evidenceValue(f, "steady_usage_cores")
+	request, _ := strconv.ParseFloat(f.Fix.Settings["cpu_request_cores"], 64)
+	limit, _ = strconv.ParseFloat(f.Fix.Settings["cpu_limit_cores"], 64)
+	if steady < 0 || steady >= 1 || request < steady || request > steady+0.1 || limit <= 1 {
+		t.Errorf("history: steady %.2f cores, fix %+v: want the request at the steady state, the limit above 1", steady, f.Fix.Settings)
 	}
 }
 
