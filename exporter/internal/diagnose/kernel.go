@@ -34,9 +34,9 @@ func kernelContention(w *Workload) (Finding, bool) {
 	if threads > n {
 		f.Fix.Settings["threads"] = strconv.Itoa(n)
 	}
-	f.Fix.Text = fmt.Sprintf("Give the workload %d dedicated CPU(s) instead of a quota: cpuset.cpus with %d CPU(s) (on Kubernetes a Guaranteed pod with an integer CPU request of %d "+
-		"under the kubelet's static CPU manager policy). Confined to %d CPU(s) the threads use the same CPU time without throttling, a lock holder is never stopped by the quota, "+
-		"and the lock stays in fewer caches.", n, n, n, n)
+	f.Fix.Text = fmt.Sprintf("Give the workload %s instead of a quota: a cpuset of %s (on Kubernetes a Guaranteed pod with an integer CPU request of %d "+
+		"under the kubelet's static CPU manager policy). Confined to %s the threads use the same CPU time without throttling, a lock holder is never stopped by the quota, "+
+		"and the lock stays in fewer caches.", cpus(n, "dedicated "), cpus(n, ""), n, cpus(n, ""))
 	if threads > n {
 		f.Fix.Alternatives = append(f.Fix.Alternatives, fmt.Sprintf("and cut the threads hitting the shared resource from %d to %d (one per CPU): more only queue on the lock", threads, n))
 	}
@@ -57,4 +57,12 @@ func (w *Workload) throttledPeriodsShare() float64 {
 		return 0
 	}
 	return w.ThrottledPeriods / w.Periods
+}
+
+// cpus is "1 CPU", "3 dedicated CPUs".
+func cpus(n int, adj string) string {
+	if n == 1 {
+		return "1 " + adj + "CPU"
+	}
+	return strconv.Itoa(n) + " " + adj + "CPUs"
 }
