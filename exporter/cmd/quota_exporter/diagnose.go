@@ -181,6 +181,15 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	window := time.Since(t0)
 	var notes []string
 	notes = append(notes, failedCollectors(end)...)
+	// Unreadable processes are skipped quietly by the collectors; the report must say why
+	// their findings are missing.
+	denied := ""
+	if n := permissionErrors(end); n > 0 {
+		denied = fmt.Sprintf("; %.0f reads of processes' files were denied", n)
+	}
+	if uid := os.Geteuid(); uid != 0 || denied != "" {
+		notes = append(notes, fmt.Sprintf("running as uid %d%s: the JVM, Go and arena findings need root with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH and may be missing (docs/diagnose.md)", uid, denied))
+	}
 	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Window: window, End: time.Now(), HostCPUs: hostCPUs(cfg.SysPath), WarmupWindow: warmup})
 	runs.Apply(ws)
 	return ws, notes, nil
@@ -227,6 +236,24 @@ func failedCollectors(mfs []*dto.MetricFamily) []string {
 		}
 	}
 	return out
+}
+
+// permissionErrors sums the exporter's quota_exporter_read_errors_total{reason="permission"}.
+func permissionErrors(mfs []*dto.MetricFamily) float64 {
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "quota_exporter_read_errors_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == "permission" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 // hostCPUs counts the host's online CPUs (glibc's arena limit uses them, not the quota);

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -191,4 +194,73 @@ func evidenceText(f diagnose.Finding) string {
 		s += e.Text
 	}
 	return s
+}
+
+// The layout of `kubectl debug node/<node> --profile=sysadmin` (docs/diagnose.md), short of
+// Kubernetes: the host PID namespace, the node's root bind-mounted recursively at /host (a
+// private mount namespace here), diagnose run with --path.procfs=/host/proc
+// --path.sysfs=/host/sys. As root it finds a GOMAXPROCS=16 program in 0.5 cores; as the
+// image's default user (65534, what the profile alone runs) it cannot read the program and
+// says so in a note.
+func TestDiagnoseNodeDebugLayout(t *testing.T) {
+	testutil.RequireV1Cgroups(t)
+	unshare, setpriv := testutil.LookPath(t, "unshare"), testutil.LookPath(t, "setpriv")
+	bin := buildExporter(t)
+	prog := filepath.Join(t.TempDir(), "go-gomaxprocs")
+	build := exec.Command("go", "build", "-trimpath", "-o", prog, ".")
+	build.Dir = filepath.Join("..", "..", "..", "examples", "workloads", "go-gomaxprocs")
+	build.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	s := startScenario(t, "nodedebug", testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: 256 << 20}, []string{"GOMAXPROCS=16"}, prog)
+	// uid 65534 must reach the binary and /host: a directory open to all.
+	pub, err := os.MkdirTemp("", "diag-nodedebug-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pub) })
+	b, err := os.ReadFile(bin)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(pub, "quota_exporter"), b, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(pub, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(pub, "quota_exporter")
+	host := filepath.Join(pub, "host")
+	if err := os.Mkdir(host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"0", "65534"} {
+		script := fmt.Sprintf(`mount --rbind / %[1]s && exec %[2]s --reuid %[3]s --regid %[3]s --clear-groups %[4]s diagnose --format=json --duration=3s --log.level=error `+
+			`--cgroup.include='.*/diag-nodedebug-%[5]d-.*' --path.procfs=%[1]s/proc --path.sysfs=%[1]s/sys --path.rootfs=%[1]s --path.podlogs=%[1]s/var/log`,
+			host, setpriv, user, bin, os.Getpid())
+		cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", script)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("uid %s: %v", user, err)
+		}
+		var r diagnose.Report
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("uid %s: %v\n%s%s", user, err, out, stderr.String())
+		}
+		rules := map[string]bool{}
+		for _, f := range findingsFor(r, s.cg.Path) {
+			rules[f.Rule] = true
+		}
+		t.Logf("uid %s: findings %s; notes %q", user, findingKeys(r), r.Notes)
+		if user == "0" && (!rules[diagnose.RuleGoMaxProcs] || len(r.Notes) != 0) {
+			t.Errorf("as root under /host: want the GOMAXPROCS finding and no note")
+		}
+		if user != "0" && (rules[diagnose.RuleGoMaxProcs] || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "need root")) {
+			t.Errorf("as uid %s: want no GOMAXPROCS finding and a note that root is needed", user)
+		}
+	}
 }
