@@ -71,7 +71,7 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 		source, window = "history", *d.since
 		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now(), WarmupWindow: *d.warmup})
 	} else {
-		ws, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, *d.warmup, scrapeTimeout, progress, logger)
+		ws, window, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, *d.warmup, scrapeTimeout, progress, logger)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quota_exporter diagnose:", err)
@@ -99,7 +99,7 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 // findings that need them are then missing, and the report says so. The throttling sampler
 // runs in a set of its own, gathered four times a window: its histograms' changes give the
 // order of throttled windows (the longest run), which the two full gathers cannot.
-func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, duration, warmup, timeout time.Duration, progress io.Writer, logger *slog.Logger) ([]diagnose.Workload, []string, error) {
+func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, duration, warmup, timeout time.Duration, progress io.Writer, logger *slog.Logger) ([]diagnose.Workload, time.Duration, []string, error) {
 	// The throttled-window count needs the ratio histogram's le="0" bucket.
 	cfg.ThrottleFullHistograms = true
 	if cfg.ThrottleWindow <= 0 {
@@ -113,7 +113,7 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	_ = raiseFileLimit()
 	env, err := collector.NewEnv(cfg, logger)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot find cgroup hierarchies: %w", err)
+		return nil, 0, nil, fmt.Errorf("cannot find cgroup hierarchies: %w", err)
 	}
 	var rest, sampler []string
 	for _, n := range names {
@@ -125,12 +125,12 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	}
 	set, err := collector.NewSet(env, rest)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot create collectors: %w", err)
+		return nil, 0, nil, fmt.Errorf("cannot create collectors: %w", err)
 	}
 	defer set.Close()
 	thr, err := collector.NewSet(env, sampler)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot create collectors: %w", err)
+		return nil, 0, nil, fmt.Errorf("cannot create collectors: %w", err)
 	}
 	defer thr.Close()
 	gather := func() ([]*dto.MetricFamily, error) {
@@ -147,12 +147,12 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	// The sampler's first window starts with the set; one window in, every cgroup with a
 	// quota has a baseline, so the histograms' increase covers whole windows.
 	if !sleepCtx(ctx, cfg.ThrottleWindow+100*time.Millisecond) {
-		return nil, nil, ctx.Err()
+		return nil, 0, nil, ctx.Err()
 	}
 	t0 := time.Now()
 	start, err := gather()
 	if start == nil {
-		return nil, nil, fmt.Errorf("first collection: %w", err)
+		return nil, 0, nil, fmt.Errorf("first collection: %w", err)
 	}
 	runs := diagnose.NewRuns()
 	runs.Observe(start)
@@ -160,7 +160,7 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	for elapsed := time.Duration(0); elapsed < duration; {
 		step := min(tick, duration-elapsed)
 		if !sleepCtx(ctx, step) {
-			return nil, nil, ctx.Err()
+			return nil, 0, nil, ctx.Err()
 		}
 		elapsed += step
 		if mfs, _ := thr.Gather(ctx, timeout); mfs != nil {
@@ -173,12 +173,14 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	if progress != nil {
 		fmt.Fprint(progress, "\r\x1b[K")
 	}
+	// The window is from the start of one collection to the start of the other: on a busy
+	// host a collection takes seconds, and both read their counters at about the same point.
+	window := time.Since(t0)
 	end, err := gather()
 	if end == nil {
-		return nil, nil, fmt.Errorf("second collection: %w", err)
+		return nil, 0, nil, fmt.Errorf("second collection: %w", err)
 	}
 	runs.Observe(end)
-	window := time.Since(t0)
 	var notes []string
 	notes = append(notes, failedCollectors(end)...)
 	// Unreadable processes are skipped quietly by the collectors; the report must say why
@@ -192,7 +194,7 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	}
 	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Window: window, End: time.Now(), HostCPUs: hostCPUs(cfg.SysPath), WarmupWindow: warmup})
 	runs.Apply(ws)
-	return ws, notes, nil
+	return ws, window, notes, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
