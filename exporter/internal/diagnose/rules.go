@@ -417,7 +417,9 @@ func throttling(w *Workload) (Finding, bool) {
 		f.Fix.Alternatives = []string{fmt.Sprintf("or raise the CPU limit%s to %s, which covers the observed peak period", limitOwner(w), cores(need))}
 		return f, true
 	}
-	need := math.Ceil(math.Max(w.UsageCores+w.ThrottledSeconds/w.Window.Seconds(), w.LimitCores)*10) / 10
+	// At least a tenth of a core more: on a saturated host the throttled time understates
+	// the demand (threads that would not have run anyway), and the limit itself is no fix.
+	need := math.Max(math.Ceil((w.UsageCores+w.ThrottledSeconds/w.Window.Seconds())*10)/10, math.Round((w.LimitCores+0.1)*10)/10)
 	f.Mechanism = fmt.Sprintf("The workload uses its whole %s limit and wants more: its threads wait out the rest of every period they exhaust.", coreAdj(w.LimitCores))
 	f.Fix.Settings["cpu_limit_cores"] = strconv.FormatFloat(need, 'f', -1, 64)
 	f.Fix.Text = fmt.Sprintf("Raise the CPU limit%s to %s: the usage plus the throttled time observed, the demand the limit cut off.", limitOwner(w), cores(need))

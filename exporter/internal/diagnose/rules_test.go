@@ -171,6 +171,13 @@ func TestThrottling(t *testing.T) {
 	if f.Severity != Warning || f.Fix.Settings["cpu.max.burst"] != "37500" || f.Fix.Settings["cpu_limit_cores"] != "1.4" {
 		t.Errorf("severity %s fix %+v", f.Severity, f.Fix)
 	}
+	// Throttled in every window but little throttled time (a saturated host): still more
+	// than the current limit.
+	w = workload(1, 15)
+	w.UsageCores, w.ThrottledSeconds = 0.89, 0.8
+	if f := only(t, Diagnose([]Workload{w}), RuleThrottling); f.Fix.Settings["cpu_limit_cores"] != "1.1" {
+		t.Errorf("fix %+v, want 1.1 cores", f.Fix)
+	}
 	// Rarely throttled: nothing.
 	w = workload(1, 2)
 	w.UsageCores, w.ThrottledSeconds = 0.5, 0.1
