@@ -79,6 +79,7 @@ func jvmCgroup(src *CgroupSource, cg cgroupfs.Cgroup) jvm.CgroupCPU {
 	if cg.HasMemoryLimit {
 		out.MemoryLimitBytes = int64(cg.MemoryLimit)
 	}
+	out.AncestorQuotaUS, out.AncestorPeriodUS, out.AncestorMemoryBytes = src.ancestorLimits(cg.Path)
 	return out
 }
 
