@@ -52,17 +52,7 @@ func TestOOMKillLostReadCountsFromThePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `quota_memory_oom_kills_total{cgroup="` + guaranteed + `",container_id="containerd://` + hexB + `",pod_uid="0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b",qos_class="guaranteed"} 1`
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := scrapeText(t, env, map[string]Collector{"oom": c})
-		if strings.Contains(got, want+"\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want %s\ngot:\n%s", want, got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForSeries(t, env, c, want)
 	// The other container of a pod (whose own count was 1 before) is removed after a lost
 	// change, with no new kill in its pod: it keeps the 1 it had, no more.
 	const burstablePod = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b2c3f9a_1d2e_4f5a_8b9c_0d1e2f3a4b5c.slice"
@@ -75,11 +65,18 @@ func TestOOMKillLostReadCountsFromThePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = `quota_memory_oom_kills_total{cgroup="` + other + `",container_id="containerd://` + hexA + `",pod_uid="6b2c3f9a-1d2e-4f5a-8b9c-0d1e2f3a4b5c",qos_class="burstable"} 1`
-	deadline = time.Now().Add(5 * time.Second)
+	waitForSeries(t, env, c, want)
+}
+
+// waitForSeries scrapes the oom collector until its exposition has the line want (the
+// watcher reacts to inotify events on its own goroutine), for at most 5 s.
+func waitForSeries(t *testing.T, env *Env, c Collector, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		got := scrapeText(t, env, map[string]Collector{"oom": c})
 		if strings.Contains(got, want+"\n") {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("want %s\ngot:\n%s", want, got)
