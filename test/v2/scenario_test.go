@@ -63,6 +63,10 @@ var (
 	podE      = pod(burstable, "burstable", "0e0e0e0e-5555-4555-8555-00000000000e")
 	oomed     = container(podE, hexID('f'))
 	restarted = container(podE, hexID('9'))
+	// A second container of pod E is OOM-killed and removed while the exporter is stopped
+	// (SIGSTOP: a watcher that is late, as on a loaded node): its kill comes from the pod's
+	// count (the oom collector's fallback).
+	lateOOM = container(podE, hexID('8'))
 	// A systemd service whose only limit is CPUQuota=30% on its slice.
 	batchSlice = "batch.slice"
 	service    = "batch.slice/nightly-report.service"
@@ -169,6 +173,18 @@ func scenario(jvms []jvmCase) string {
 	w("sleep 1") // the exporter's discovery is shared for 500 ms: see the new container
 	w("section oom-scrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep oom_kills'")
 	w("section oom-pod-events cat $CG/%s/memory.events", podE.slice)
+	w("mkcg %s", lateOOM)
+	set(lateOOM, "memory.max", fmt.Sprint(64<<20))
+	w("runin %s sleep 1000", lateOOM)
+	w("sleep 0.6; wget -q -O /dev/null http://127.0.0.1:10137/metrics") // watched from here on
+	w("kill -STOP $(pidof quota_exporter)")
+	w("runin %s dd if=/dev/zero of=/dev/null bs=256M count=1", lateOOM)
+	w(`i=0; while ! grep -q 'oom_kill 1' $CG/%s/memory.events && [ $i -lt 600 ]; do i=$((i+1)); sleep 0.05; done`, lateOOM)
+	w("echo 1 > $CG/%s/cgroup.kill; while [ -n \"$(cat $CG/%s/cgroup.procs)\" ]; do sleep 0.05; done; rmdir $CG/%s", lateOOM, lateOOM, lateOOM)
+	w("kill -CONT $(pidof quota_exporter)")
+	w("sleep 1")
+	w("section oom-late-scrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep oom_kills'")
+	w("section oom-late-pod-events cat $CG/%s/memory.events", podE.slice)
 	w("section go-own cat /tmp/go-own.out")
 	w("section go-pod cat /tmp/go-pod.out")
 	w("section arenas cat /tmp/arenas.out")

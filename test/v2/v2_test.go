@@ -435,6 +435,20 @@ func TestOOMKillOutlivesItsCgroup(t *testing.T) {
 		t.Errorf("the pod's hierarchical oom_kill count %v, want 1", n)
 	}
 	t.Logf("removed container: oom kills %v; its pod: 1; restarted container: 0", old)
+
+	// The late watcher: the second container's kill and removal happened while the exporter
+	// was stopped; the pod's count gives it, once, and the first container keeps its 1.
+	late := parseScrape(t, r.res.Section("oom-late-scrape"))
+	t.Logf("pod memory.events after the second kill:\n%s", r.res.Section("oom-late-pod-events"))
+	if n, ok := late.value("quota_memory_oom_kills_total", lateOOM, "container_id", "containerd://"+hexID('8')); !ok || n != 1 {
+		t.Errorf("the container killed and removed while the exporter was stopped: %v (present %v), want 1", n, ok)
+	}
+	if n, _ := late.value("quota_memory_oom_kills_total", oomed); n != 1 {
+		t.Errorf("the first removed container: %v after the second kill, want 1", n)
+	}
+	if n, _ := late.value("quota_memory_oom_kills_total", podE.slice); n != 2 {
+		t.Errorf("the pod's oom_kill %v, want 2", n)
+	}
 }
 
 // --memory.detail on the real v2 files: memory.high is exported where it is set and only
