@@ -112,7 +112,9 @@ bench:
 	@echo "== process and runtime collectors: 500 fixture processes; this host with 4 real JVMs (root, JDK)"
 	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -benchtime 10x -bench '^Benchmark(ScrapeProcesses|ScrapeRealJVMs)$$' ./exporter/collector/
 	@echo "== parsers"
-	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -bench . ./exporter/internal/...
+	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -bench . -skip '^BenchmarkTargetOverhead$$' ./exporter/internal/...
+	@echo "== gopause: the watched program's throughput without and with the uprobes (root; interleaved A/B pinned to one CPU, medians of 10 rounds; ~2 min)"
+	$(GO) test -v -run '^$$' -count 1 -timeout 30m -benchtime 1x -bench '^BenchmarkTargetOverhead$$' ./exporter/internal/gopause/
 
 # The exporter on real v1 cgroups (root; docs/performance.md "Real node"): N quota cgroups with
 # processes, the real binary with its defaults, idle CPU, scrape cost, memory, series, response size

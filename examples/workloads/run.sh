@@ -94,9 +94,9 @@ spec() {
 	jvm-warmup) # seed 001: JIT-heavy first minute in a 1-core quota, quiet later
 		QUOTA_US=100000 MEM_LIMIT=$((512 << 20))
 		CMD=(java -Xms128m -Xmx128m -cp "$BUILD/java/warmup" Warmup 4) ;;
-	go-gomaxprocs) # seed 004: GOMAXPROCS=16 under a 0.5-core quota
+	go-gomaxprocs) # seed 004: GOMAXPROCS=16 under a 0.5-core quota, 4 busy handlers (long STW pauses)
 		QUOTA_US=50000 MEM_LIMIT=$((512 << 20))
-		CMD=(env GOMAXPROCS=16 "$BUILD/go-gomaxprocs") ;;
+		CMD=(env GOMAXPROCS=16 "$BUILD/go-gomaxprocs" -busy 4) ;;
 	rss-creep) # seed 003: glibc arenas grow with threads (default limit: 8 x host CPUs)
 		QUOTA_US=100000 MEM_LIMIT=$((2 << 30))
 		CMD=(env -u MALLOC_ARENA_MAX -u GLIBC_TUNABLES "$BUILD/rss_creep" 32 256) ;;

@@ -16,7 +16,7 @@ import (
 func init() {
 	register("jvm", true, "HotSpot JVMs from their perf data (hsperfdata, no attach): safepoints, GC pauses, JIT, heap, and GC/JIT threads against the quota", newJVMCollector,
 		jvmInfoDesc, jvmPerfDataDesc, jvmSafepointsDesc, jvmSafepointSecondsDesc, jvmSafepointSyncDesc, jvmGCPausesDesc,
-		jvmGCPauseSecondsDesc, jvmJITSecondsDesc, jvmHeapCommittedDesc, jvmHeapUsedDesc, jvmMetaspaceDesc, jvmCPUCountDesc,
+		jvmGCPauseSecondsDesc, jvmJITSecondsDesc, jvmHeapCommittedDesc, jvmHeapUsedDesc, jvmHeapMaxDesc, jvmMetaspaceDesc, jvmCPUCountDesc,
 		jvmParallelGCDesc, jvmConcGCDesc, jvmJITThreadsDesc, jvmThreadsDesc)
 }
 
@@ -39,6 +39,8 @@ var (
 		"Time spent in JIT compilation (java.ci.totalTime): the warm-up signal.")
 	jvmHeapCommittedDesc = newProcessDesc("jvm_heap_committed_bytes",
 		"Java heap committed: sum of the generation spaces' capacity (sun.gc.generation.*.space.*.capacity), no metaspace.")
+	jvmHeapMaxDesc = newProcessDesc("jvm_heap_max_bytes",
+		"Java heap maximum: MaxHeapSize (-Xmx, or MaxRAMPercentage of the memory limit the JVM saw), from the generations' sun.gc.generation.*.maxCapacity. The heap grows to it by design: the memory-creep alert counts that room as planned, not creep.")
 	jvmHeapUsedDesc = newProcessDesc("jvm_heap_used_bytes",
 		"Java heap used (sum of sun.gc.generation.*.space.*.used).")
 	jvmMetaspaceDesc = newProcessDesc("jvm_metaspace_used_bytes",
@@ -138,6 +140,9 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 		e.counter(jvmJITSecondsDesc, ctr.JITSeconds)
 		e.gauge(jvmHeapCommittedDesc, float64(ctr.HeapCommittedBytes))
 		e.gauge(jvmHeapUsedDesc, float64(ctr.HeapUsedBytes))
+		if ctr.HeapMaxBytes > 0 {
+			e.gauge(jvmHeapMaxDesc, float64(ctr.HeapMaxBytes))
+		}
 		e.gauge(jvmMetaspaceDesc, float64(ctr.MetaspaceUsedBytes))
 	}
 	return t.err()

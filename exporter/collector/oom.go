@@ -121,8 +121,10 @@ func (r *oomRetained) collect(ctx context.Context, env *Env, ch chan<- prometheu
 	for p, g := range r.gone {
 		if !live[p] {
 			// A container that died young may have been watched before the kubelet's log
-			// directories named it: name it now, so that its kill keeps one label set.
-			if g.cg.Names == (cgroupfs.KubeNames{}) && env.PodNames != nil {
+			// directories named it, or named it only by its pod (the container's link came
+			// later): name it now, so that its kill keeps one label set.
+			unnamed := g.cg.Names == (cgroupfs.KubeNames{}) || g.cg.Names.Container == "" && g.cg.Identity.ContainerID != ""
+			if unnamed && env.PodNames != nil {
 				env.PodNames.name(&g.cg)
 				r.gone[p] = g
 			}

@@ -3,19 +3,23 @@
 package collector
 
 import (
+	"context"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -263,5 +267,40 @@ func TestOOMv1DescriptorBudget(t *testing.T) {
 			t.Fatalf("watched %v, unwatched %v; want 2 and 1", w, u)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A container watched before the kubelet's log link named it (so named by its pod only) and
+// OOM-killed and removed: the retained kill is exported with the container's full names, the
+// label set its live series had once the link appeared, not a second, pod-only one.
+func TestOOMRetainedKillNamedAgain(t *testing.T) {
+	cfg := installHost(t, hosts[0])
+	cfg.PodLogsPath = filepath.Join("testdata", "podlogs", "var", "log")
+	env, err := NewEnv(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newOOMRetained(cfg)
+	gone := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b2c3f9a_1d2e_4f5a_8b9c_0d1e2f3a4b5c.slice/cri-containerd-gone.scope"
+	r.keep(cgroupfs.Cgroup{
+		Path:     gone,
+		Identity: cgroupfs.Identity{PodUID: "6b2c3f9a-1d2e-4f5a-8b9c-0d1e2f3a4b5c", ContainerID: "containerd://" + hexA, QoSClass: "burstable"},
+		Names:    cgroupfs.KubeNames{Namespace: "shop", Pod: "checkout-7d9f8b6c5-x2kqp"}, // the pod's only
+	}, 1)
+	ch := make(chan prometheus.Metric, 10)
+	r.collect(context.Background(), env, ch)
+	close(ch)
+	var got []string
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range pb.GetLabel() {
+			got = append(got, l.GetName()+"="+l.GetValue())
+		}
+	}
+	if !slices.Contains(got, "container=app") || !slices.Contains(got, "cgroup="+gone) {
+		t.Errorf("retained kill exported with %v, want the container's names (container=app)", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -273,5 +274,74 @@ func waitEmpty(t testing.TB, cg *testutil.Cgroup) {
 			t.Fatalf("processes left in %s: %v", cg.Path, cg.PIDs())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRealPodAndContainerThrottling is the kubelet's layout for real: a pod cgroup and its
+// container, both with a 50 ms / 100 ms quota, and a burner that wants two CPUs in the
+// container. The kernel throttles it at either level in turns, and each level's cpu.stat
+// counts only its own throttling, so no level alone sees the container frozen; the sampler's
+// container windows count both levels, and every second of the burn is a frozen window.
+func TestRealPodAndContainerThrottling(t *testing.T) {
+	half := testutil.CgroupOptions{QuotaUS: 50000, PeriodUS: 100000}
+	pod := testutil.NewCgroup(t, "pod", half)
+	ctr := pod.Child("ctr", half)
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: time.Second,
+		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(pod.Path) + "(/.*)?$")}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	thr, _ := newThrottleCollector(env)
+	defer thr.(*throttleCollector).Close()
+	thr.(*throttleCollector).rediscover(context.Background(), 1<<40)
+
+	burn := ctr.Command("/bin/sh", "-c", "while :; do :; done & while :; do :; done")
+	if err := burn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The test's own view, each second from cpu.stat: seconds in which each level alone
+	// throttled more than 90% of the container's periods.
+	const seconds = 8
+	ownFrozen, podStat0, ctrStat0 := 0, pod.ReadKeyed("cpu", "cpu.stat"), ctr.ReadKeyed("cpu", "cpu.stat")
+	prevPod, prevCtr := podStat0, ctrStat0
+	for range seconds {
+		time.Sleep(time.Second)
+		p, c := pod.ReadKeyed("cpu", "cpu.stat"), ctr.ReadKeyed("cpu", "cpu.stat")
+		if dp := c["nr_periods"] - prevCtr["nr_periods"]; dp > 0 && float64(c["nr_throttled"]-prevCtr["nr_throttled"]) > 0.9*float64(dp) {
+			ownFrozen++
+		}
+		prevPod, prevCtr = p, c
+	}
+	for _, pid := range ctr.PIDs() {
+		_ = syscallKill(pid)
+	}
+	_ = burn.Wait()
+	waitEmpty(t, ctr)
+	time.Sleep(1100 * time.Millisecond) // one window after the burn
+
+	mfs := scrapeFamilies(t, env, map[string]Collector{"throttle": thr})
+	frozen := func(path string) (windows, frozen uint64) {
+		h := seriesFor(mfs, "quota_cpu_throttled_window_ratio", path).GetHistogram()
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() == 0.9 {
+				return h.GetSampleCount(), h.GetSampleCount() - b.GetCumulativeCount()
+			}
+		}
+		return h.GetSampleCount(), 0
+	}
+	cw, cf := frozen(ctr.Path)
+	pw, pf := frozen(pod.Path)
+	t.Logf("%d s burn: throttled periods %d at the container, %d at the pod (of %d and %d); seconds the container's own counters show frozen: %d; "+
+		"sampler: container %d frozen windows of %d, pod %d of %d",
+		seconds, prevCtr["nr_throttled"]-ctrStat0["nr_throttled"], prevPod["nr_throttled"]-podStat0["nr_throttled"],
+		prevCtr["nr_periods"]-ctrStat0["nr_periods"], prevPod["nr_periods"]-podStat0["nr_periods"], ownFrozen, cf, cw, pf, pw)
+	if prevPod["nr_throttled"] == podStat0["nr_throttled"] || prevCtr["nr_throttled"] == ctrStat0["nr_throttled"] {
+		t.Logf("note: only one level throttled in this run")
+	}
+	if cf < seconds-2 {
+		t.Errorf("the container was frozen for %d s (0.5 cores for a burner that wants 2) but the sampler counted %d frozen windows", seconds, cf)
+	}
+	if pf > cf {
+		t.Errorf("the pod has %d frozen windows, more than its container's %d", pf, cf)
 	}
 }

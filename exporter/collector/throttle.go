@@ -36,7 +36,8 @@ var (
 
 var (
 	throttledRatioDesc = newCgroupDesc("cpu_throttled_window_ratio",
-		"Per sampler window (--throttle.window, default 1s): the fraction of the window's CFS periods in which the cgroup was throttled. "+
+		"Per sampler window (--throttle.window, default 1s): the fraction of the window's CFS periods in which the cgroup was throttled, "+
+			"by its own limit or, while it ran in the window, by a sampled ancestor's (a container's pod with a limit too: each level counts only its own throttling; the sum is capped at 1). "+
 			"Observed by a background sampler of cpu.stat for every cgroup with a CPU quota, independent of the scrape interval; "+
 			"count - bucket{le=\"0.5\"} = windows with more than half the periods throttled. A window without periods observes 0. "+
 			"Buckets le=\"0.5\", \"0.9\" and +Inf by default; --throttle.full-histograms adds 0, 0.1, 0.25, 0.75 and 1.")
@@ -109,6 +110,16 @@ type throttleSeries struct {
 	ratio, seconds     histogram
 	lastSeenGeneration uint64
 	abandoned          bool // a read timed out: its descriptor may still be in use, never close it
+	// parent is the nearest sampled ancestor (a pod whose containers have limits of their
+	// own), relinked whenever the set changes; win is this window's deltas, for its children.
+	parent *throttleSeries
+	win    windowDeltas
+}
+
+// windowDeltas are one window's CFS period counts of one cgroup (ok: read and counted).
+type windowDeltas struct {
+	periods, throttled uint64
+	ok                 bool
 }
 
 type histogram struct {
@@ -333,7 +344,22 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 	for _, s := range fresh {
 		c.series[s.cg.Path] = s
 	}
+	c.relink()
 	c.mu.Unlock()
+}
+
+// relink points each series at its nearest sampled ancestor. c.mu held.
+func (c *throttleCollector) relink() {
+	for _, s := range c.series {
+		s.parent = nil
+		for p := s.cg.Path; p != "/" && p != "."; {
+			p = filepath.Dir(p)
+			if a, ok := c.series[p]; ok {
+				s.parent = a
+				break
+			}
+		}
+	}
 }
 
 func scaled(bounds []float64, window time.Duration) []float64 {
@@ -384,8 +410,10 @@ func (c *throttleCollector) sample(ctx context.Context) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	removed := false
 	for i, r := range res {
 		s := list[i]
+		s.win = windowDeltas{}
 		if errors.Is(r.Err, procread.ErrTimeout) {
 			if r.Done && !errors.Is(r.Err, procread.ErrStuck) {
 				s.abandoned = true // this read may still hold the descriptor
@@ -397,6 +425,7 @@ func (c *throttleCollector) sample(ctx context.Context) {
 			if c.series[s.cg.Path] == s {
 				c.release(s)
 				delete(c.series, s.cg.Path)
+				removed = true
 			}
 			continue
 		}
@@ -405,20 +434,45 @@ func (c *throttleCollector) sample(ctx context.Context) {
 			continue
 		}
 		if s.seen && st.Periods >= s.periods && st.ThrottledPeriods >= s.throttled {
-			dp, dt := st.Periods-s.periods, st.ThrottledPeriods-s.throttled
-			ratio := 0.0
-			if dp > 0 {
-				ratio = float64(dt) / float64(dp)
-			}
-			s.ratio.observe(ratio)
+			s.win = windowDeltas{periods: st.Periods - s.periods, throttled: st.ThrottledPeriods - s.throttled, ok: true}
 			s.seconds.observe(max(st.ThrottledSeconds-s.throttledSeconds, 0))
 		}
 		// A counter that went backwards is a new cgroup at the same path: restart from it.
 		s.seen = true
 		s.periods, s.throttled, s.throttledSeconds = st.Periods, st.ThrottledPeriods, st.ThrottledSeconds
 	}
+	if removed {
+		c.relink()
+	}
+	for _, s := range list {
+		if s.win.ok {
+			s.ratio.observe(s.windowRatio())
+		}
+	}
 	c.windows++
 	c.spent += time.Since(begin)
+}
+
+// windowRatio is the share of the window's CFS periods in which the cgroup could not run:
+// throttled at its own level or at a sampled ancestor's. Each level counts only the periods
+// its own limit throttled (v1 and v2 alike), and a container whose pod has a limit too (the
+// kubelet sets both) is throttled by either in turns, so a second frozen half by one and half
+// by the other reads 50% at each level alone. The ancestors' throttled periods count only
+// while the cgroup itself was running in the window (periods of its own), summed and capped
+// at 1 (periods throttled at both levels count twice: an upper estimate). In a kubelet pod
+// whose containers all have limits, the pod's limit is their sum, so the pod is throttled
+// only while every container is at its own limit: no idle sibling is counted as frozen.
+func (s *throttleSeries) windowRatio() float64 {
+	dp, dt := s.win.periods, s.win.throttled
+	if dp == 0 {
+		return 0
+	}
+	for a := s.parent; a != nil; a = a.parent {
+		if a.win.ok {
+			dp, dt = max(dp, a.win.periods), dt+a.win.throttled
+		}
+	}
+	return min(1, float64(dt)/float64(dp))
 }
 
 func (c *throttleCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {

@@ -117,6 +117,26 @@ local utils = import '../lib/utils.libsonnet';
       + 'Fix: build with Go >= 1.25 and a go.mod go line >= 1.25, or import go.uber.org/automaxprocs, or '
       + 'set GOMAXPROCS to the CPU limit (rounded up).',
     local creepDeriv = 'cgroup:quota_memory_working_set_bytes:deriv' + c.memoryCreepLookback,
+    // A cgroup whose JVM heaps may still grow to their max with the rest under 95% of the limit,
+    // and whose memory outside the heaps does not creep into that room within the horizon:
+    // its working set grows because a heap fills up to -Xmx (MaxRAMPercentage), by design.
+    local heapFillFits = |||
+      (
+        cgroup:quota_jvm_heap_max_bytes:sum + %(on)s cgroup:quota_memory_working_set_bytes:minus_jvm_heap
+          < %(on)s (0.95 * cgroup:quota_memory_limit_bytes:effective)
+      )
+      unless %(on)s
+      (
+        (
+          cgroup:quota_memory_limit_bytes:effective
+            - %(on)s cgroup:quota_jvm_heap_max_bytes:sum
+            - %(on)s cgroup:quota_memory_working_set_bytes:minus_jvm_heap
+        )
+          / %(on)s
+        (cgroup:quota_memory_working_set_bytes:minus_jvm_heap_deriv%(lb)s > 0)
+        < %(horizon)d
+      )
+    ||| % { on: on, lb: c.memoryCreepLookback, horizon: utils.seconds(c.memoryCreepHorizon) },
     local oomWindow = c.oomKilledWindow,
 
     groups+: [
@@ -146,7 +166,7 @@ local utils = import '../lib/utils.libsonnet';
             // helper process, probe or recycled worker changes nothing.
             // A pod's stall while one of its containers warms up is that warm-up too.
             oneLevel(function(m) |||
-                                   cgroup:quota_cpu_frozen_windows_with_pod:increase10m{%(m)s} >= %(frozen)g
+                                   cgroup:quota_cpu_frozen_windows:increase10m{%(m)s} >= %(frozen)g
                                    unless %(on)s
                                    (%(warm)s)
                                  ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, warm: warmupCondition(m) }
@@ -324,7 +344,10 @@ local utils = import '../lib/utils.libsonnet';
               ) < %(horizon)d
               and %(on)s
               (quota_memory_working_set_bytes{%(sel)s, %(m)s} offset %(minAge)ds)
+              unless %(on)s
+              (%(heapFill)s)
             ||| % {
+              heapFill: heapFillFits,
               m: m,
               sel: sel,
               deriv: creepDeriv,

@@ -71,9 +71,11 @@ local common = import 'common.libsonnet';
         common.timeSeries(
           'JVM heap against RSS',
           'bytes',
-          'JVM heap committed and used, metaspace, and native memory (RSS minus committed heap). Flat heap with '
-          + 'growing native memory points to malloc arenas, direct buffers or thread stacks (seed report: arenas).',
+          'JVM heap max (-Xmx), committed and used, metaspace, and native memory (RSS minus committed heap). A heap '
+          + 'growing towards its max is planned; flat heap with growing native memory points to malloc arenas, '
+          + 'direct buffers or thread stacks (seed report: arenas).',
           [
+            ['quota_jvm_heap_max_bytes{%s}' % s, '{{cgroup}} {{process}} heap max'],
             ['quota_process_resident_bytes{%s, runtime="jvm"}' % s, '{{cgroup}} {{process}} RSS'],
             ['quota_jvm_heap_committed_bytes{%s}' % s, '{{cgroup}} {{process}} heap committed'],
             ['quota_jvm_heap_used_bytes{%s}' % s, '{{cgroup}} {{process}} heap used'],

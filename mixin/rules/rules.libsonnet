@@ -8,6 +8,7 @@ local utils = import '../lib/utils.libsonnet';
     local sel = c.quotaExporterSelector,
     local join = utils.labels(c.cgroupJoinLabels),
     local on = 'on(%s)' % join,
+    local cgLabels = utils.labels(c.cgroupLabels),
 
     // The value of rule for the cgroup whose limit binds each cgroup (limit_cgroup of the
     // effective-limit series, issue 10), keyed by the cgroup itself; where no effective-limit
@@ -34,14 +35,15 @@ local utils = import '../lib/utils.libsonnet';
     // first, and each level's counters count only its own throttling (v1 and v2 alike; measured
     // on this host: a burner in such a pair showed 24 throttled periods on the container and 10
     // on the pod in the same 81). The container stalls in both, so its value adds its pod's.
-    local withPod(rule, cap) =
+    // (Frozen windows need no such sum: the exporter's sampler already counts a container's
+    // window with its pod's throttling, which a sum of two 5-minute shares cannot do per second.)
+    local withPod(rule) =
       local sum = |||
         (%(rule)s{container_id!=""} and on(%(join)s) quota_cpu_limit_cores{%(sel)s, container_id!=""})
           + on(%(pod)s) group_left()
         (%(rule)s{container_id="", pod_uid!=""} and on(%(join)s) quota_cpu_limit_cores{%(sel)s, container_id="", pod_uid!=""})
       ||| % { rule: rule, join: join, sel: sel, pod: utils.labels(c.podJoinLabels) };
-      local capped = if cap then 'clamp_max(\n%s, 1)' % sum else sum;
-      '(\n(\n%s)\nor\n%s\n)' % [capped, rule],
+      '(\n(\n%s)\nor\n%s\n)' % ['clamp_max(\n%s, 1)' % sum, rule],
 
     // The limit that binds a cgroup: the effective limit where exported, else its own.
     local effective(own, eff) = |||
@@ -84,6 +86,27 @@ local utils = import '../lib/utils.libsonnet';
             expr: frozen('10m'),
           },
           {
+            // The JVMs of a cgroup: heap committed now, and the most their heaps may grow to
+            // (-Xmx or MaxRAMPercentage). A heap filling up to its max is planned growth, which a
+            // working-set trend alone mistakes for creep.
+            record: 'cgroup:quota_jvm_heap_committed_bytes:sum',
+            expr: 'sum by (%(by)s) (quota_jvm_heap_committed_bytes{%(sel)s})' % { by: cgLabels, sel: sel },
+          },
+          {
+            record: 'cgroup:quota_jvm_heap_max_bytes:sum',
+            expr: 'sum by (%(by)s) (quota_jvm_heap_max_bytes{%(sel)s})' % { by: cgLabels, sel: sel },
+          },
+          {
+            // The working set outside the JVM heaps (cgroups with a JVM only): native memory,
+            // metaspace, thread stacks, page cache, other processes.
+            record: 'cgroup:quota_memory_working_set_bytes:minus_jvm_heap',
+            expr: |||
+              quota_memory_working_set_bytes{%(sel)s}
+                - %(on)s group_left()
+              cgroup:quota_jvm_heap_committed_bytes:sum
+            ||| % { sel: sel, on: on },
+          },
+          {
             record: 'cgroup:quota_cpu_limit_cores:effective',
             expr: effective('quota_cpu_limit_cores', 'quota_cpu_effective_limit_cores'),
           },
@@ -95,11 +118,7 @@ local utils = import '../lib/utils.libsonnet';
             // A cgroup's own throttling plus its pod's where both have a limit (withPod): what
             // the per-level alerts (warm-up, stalls, system CPU) judge a container on.
             record: 'cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m',
-            expr: withPod('cgroup:quota_cpu_throttled_periods:ratio_rate5m', true),
-          },
-          {
-            record: 'cgroup:quota_cpu_frozen_windows_with_pod:increase10m',
-            expr: withPod('cgroup:quota_cpu_frozen_windows:increase10m', false),
+            expr: withPod('cgroup:quota_cpu_throttled_periods:ratio_rate5m'),
           },
           {
             // Throttling of the cgroup whose limit binds (the same cgroup unless an ancestor's binds).
@@ -108,7 +127,7 @@ local utils = import '../lib/utils.libsonnet';
           },
           {
             record: 'cgroup:quota_cpu_binding_frozen_windows:increase10m',
-            expr: binding('cgroup:quota_cpu_frozen_windows_with_pod:increase10m'),
+            expr: binding('cgroup:quota_cpu_frozen_windows:increase10m'),
           },
           {
             record: 'cgroup_mode:quota_cpu_usage_seconds:rate5m',
@@ -252,6 +271,12 @@ local utils = import '../lib/utils.libsonnet';
             // so two JVMs that together reach the limit count.
             record: 'cgroup:quota_memory_working_set_bytes:deriv' + c.memoryCreepLookback,
             expr: 'deriv(quota_memory_working_set_bytes{%(sel)s}[%(lb)s])' % { sel: sel, lb: c.memoryCreepLookback },
+          },
+          {
+            // The same for the working set outside the JVM heaps: the creep alert's test of
+            // whether anything but a filling heap grows.
+            record: 'cgroup:quota_memory_working_set_bytes:minus_jvm_heap_deriv' + c.memoryCreepLookback,
+            expr: 'deriv(cgroup:quota_memory_working_set_bytes:minus_jvm_heap[%(lb)s])' % { lb: c.memoryCreepLookback },
           },
         ],
       },

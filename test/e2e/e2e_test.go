@@ -42,15 +42,23 @@ func repoRoot(t *testing.T) string {
 // expectation: the alert (any of names) a scenario must raise, and what its description
 // must say. limit is the scenario's CPU limit in cores as the description prints it (%.2g).
 type expectation struct {
-	scenario   string
-	names      []string
-	process    string // the process label, for per-process alerts
-	severity   map[string]string
-	desc       func(limit string) []*regexp.Regexp
-	quotaCores float64
+	scenario string
+	names    []string
+	process  string // the process label, for per-process alerts
+	// cgroupLevel: the alert aggregates its processes away (no process or runtime label).
+	cgroupLevel bool
+	severity    map[string]string
+	desc        func(limit string) []*regexp.Regexp
+	quotaCores  float64
 }
 
 func lit(s string) *regexp.Regexp { return regexp.MustCompile(regexp.QuoteMeta(s)) }
+
+// duration is Prometheus's humanizeDuration of a pause: "98.3ms", "512.7us", "1.234s".
+const duration = `[0-9.]+(ms|us|ns|s)`
+
+// key names an expectation: a scenario may expect more than one alert.
+func (e expectation) key() string { return e.scenario + " " + strings.Join(e.names, "|") }
 
 func expectations() []expectation {
 	cores := func(scenario string, def float64) float64 {
@@ -89,6 +97,19 @@ func expectations() []expectation {
 				return []*regexp.Regexp{
 					lit("GOMAXPROCS=16 against a " + limit + "-core CPU limit"),
 					lit("is not container-aware"),
+				}
+			},
+		},
+		{
+			// The same program's pauses, timed by --collector.gopause: 4 goroutines keep their Ps
+			// busy, so every stop-the-world waits for threads the quota has descheduled (seed 004:
+			// 50-100+ ms). One alert per container: no process label.
+			scenario: "go-gomaxprocs", names: []string{"QuotaGoSTWInflation"}, cgroupLevel: true,
+			quotaCores: 0.5,
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					regexp.MustCompile(`^p99 Go stop-the-world pause ` + duration + ` over 10 minutes in container go-gomaxprocs `),
+					regexp.MustCompile(`\(median ` + duration + `\), with GOMAXPROCS 16 against a ` + regexp.QuoteMeta(limit) + `-core CPU limit`),
 				}
 			},
 		},
@@ -142,7 +163,9 @@ func TestEndToEnd(t *testing.T) {
 		Layout:      "kubepods",
 		MixinConfig: stack.TestConfig,
 		QuotaUS:     stack.SmallHostQuotas,
-		Logf:        t.Logf,
+		// Go pause lengths by uprobes (root here): QuotaGoSTWInflation for go-gomaxprocs.
+		ExporterArgs: []string{"--collector.gopause"},
+		Logf:         t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +195,7 @@ func TestEndToEnd(t *testing.T) {
 		up.Sub(start).Round(time.Second), st.PromURL, st.AMURL, st.ExporterURL, st.Webhook.URL)
 
 	exps := expectations()
-	arrived := map[string]stack.Received{} // scenario -> first matching alert
+	arrived := map[string]stack.Received{} // expectation key -> first matching alert
 	deadline := up.Add(alertTimeout)
 	restarted := false
 	for {
@@ -182,12 +205,12 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 		for _, e := range exps {
-			if _, ok := arrived[e.scenario]; ok {
+			if _, ok := arrived[e.key()]; ok {
 				continue
 			}
 			for _, a := range st.Webhook.Alerts() {
 				if a.Status == "firing" && a.Labels["cgroup"] == st.CgroupOf(e.scenario) && contains(e.names, a.Labels["alertname"]) {
-					arrived[e.scenario] = a
+					arrived[e.key()] = a
 					t.Logf("%s: %s arrived at %s after %s", e.scenario, a.Labels["alertname"], a.Path, a.At.Sub(up).Round(time.Second))
 					break
 				}
@@ -208,7 +231,7 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("alerts", func(t *testing.T) {
 		for _, e := range exps {
-			a, ok := arrived[e.scenario]
+			a, ok := arrived[e.key()]
 			if !ok {
 				t.Errorf("%s: none of %v reached the webhook within %s; Prometheus: %s", e.scenario, e.names, alertTimeout, describeActive(ctx, st, e.scenario))
 				continue
@@ -241,6 +264,8 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("go pauses", func(t *testing.T) { checkGoPauses(ctx, t, st) })
 
 	t.Run("dashboards", func(t *testing.T) { checkDashboards(ctx, t, root, st) })
 
@@ -329,9 +354,12 @@ func checkAlert(t *testing.T, st *stack.Stack, e expectation, a stack.Received) 
 	id := st.IdentOf(e.scenario)
 	want := map[string]string{"cgroup": id.Cgroup, "job": "quota-exporter", "instance": st.Instance,
 		"namespace": id.Namespace, "pod": id.Pod, "container": id.Container}
-	if e.process != "" && name != "QuotaHighSystemCPUUnderQuota" && name != "QuotaCPUThrottlingDuringWarmup" {
+	if e.process != "" && !e.cgroupLevel && name != "QuotaHighSystemCPUUnderQuota" && name != "QuotaCPUThrottlingDuringWarmup" {
 		want["process"] = e.process
 		want["runtime"] = map[string]string{"GcStorm": "jvm", "go-gomaxprocs": "go", "rss_creep": "other"}[e.process]
+	}
+	if e.cgroupLevel {
+		want["process"], want["runtime"] = "", "" // absent
 	}
 	for k, v := range want {
 		if a.Labels[k] != v {
@@ -357,6 +385,32 @@ func checkAlert(t *testing.T, st *stack.Stack, e expectation, a stack.Received) 
 		t.Errorf("%s %s: summary %q, runbook_url %q", e.scenario, name, a.Annotations["summary"], a.Annotations["runbook_url"])
 	}
 	t.Logf("%s: %s\n    %s", e.scenario, name, desc)
+}
+
+// checkGoPauses: the uprobes were attached to both Go programs, and the record of their
+// pause tails (the alert's p99 over 10 minutes, and the median) for the report.
+func checkGoPauses(ctx context.Context, t *testing.T, st *stack.Stack) {
+	t.Helper()
+	res, err := st.Query(ctx, `max(quota_exporter_gopause_available)`)
+	if err != nil || len(res) == 0 || res[0].Value != 1 {
+		t.Fatalf("--collector.gopause is not available (uprobes need root and a kernel with uprobes): %v %v; see %s", res, err, st.LogPath("exporter"))
+	}
+	for _, sc := range []string{"go-gomaxprocs", "go-healthy"} {
+		var figures []string
+		for _, q := range []string{"p99_10m", "p50_10m"} {
+			res, err := st.Query(ctx, fmt.Sprintf(`process:quota_go_stw_pause_seconds:%s{cgroup=%q}`, q, st.CgroupOf(sc)))
+			if err != nil || len(res) == 0 {
+				t.Errorf("%s: no %s pause series (%v): were the uprobes attached?", sc, q, err)
+				continue
+			}
+			figures = append(figures, fmt.Sprintf("%s %.3g ms", q, res[0].Value*1000))
+		}
+		res, err := st.Query(ctx, fmt.Sprintf(`sum(quota_go_stw_pause_seconds_count{cgroup=%q})`, st.CgroupOf(sc)))
+		if err == nil && len(res) > 0 {
+			figures = append(figures, fmt.Sprintf("%.0f pauses", res[0].Value))
+		}
+		t.Logf("%s: stop-the-world %s", sc, strings.Join(figures, ", "))
+	}
 }
 
 // describeActive is Prometheus's view of a scenario's alerts, for failure messages.
@@ -394,8 +448,6 @@ var mayBeEmpty = map[string]string{
 	"quota_cpu_burst_seconds_total":               "exported only where a burst allowance is set; none of the workloads has one",
 	"quota_cpu_cpuset_cpus":                       "exported only when a cgroup's cpuset differs from the root's; the workloads may run on every CPU",
 	"quota_cpu_throttle_stall_seconds_bucket":     "--collector.cfsstall (kernel BPF) is off by default, and this host's kernel refuses it; measured in the v2 VM (test/v2 TestCFSStallLengths)",
-	"quota_go_stw_pause_seconds_bucket":           "--collector.gopause (uprobes) is off by default and the stack runs the exporter's defaults; measured in exporter/collector TestGoPauseFieldCase",
-	"quota_go_stw_pause_seconds_count":            "--collector.gopause (uprobes) is off by default and the stack runs the exporter's defaults; measured in exporter/collector TestGoPauseFieldCase",
 }
 
 // substitute replaces Grafana's interval macros and the dashboards' template variables with

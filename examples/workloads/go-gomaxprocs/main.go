@@ -1,11 +1,15 @@
 // Command go-gomaxprocs reproduces seed 004: a Go service whose GOMAXPROCS (16 here, the host's
 // CPU count in the field report) is far above its 0.5-core quota. It allocates continuously,
-// so the garbage collector runs often with 16 Ps worth of workers; they exhaust the quota
-// within a period and stop-the-world pauses stretch from microseconds to tens of
-// milliseconds. Run with GOMAXPROCS=16 in a cgroup with a 0.5-core quota.
+// so the garbage collector runs often with 16 Ps worth of workers, and with -busy a few request
+// handlers compute without pause; together they exhaust the quota within a period. Every
+// stop-the-world must preempt the busy handlers' Ps, and a thread the quota has descheduled
+// stops only when the quota refills: pauses stretch from microseconds to 50-250 ms (p99
+// about 100 ms here, as in the field report). Run with GOMAXPROCS=16 in a cgroup with a
+// 0.5-core quota.
 package main
 
 import (
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"runtime"
@@ -15,11 +19,15 @@ import (
 
 func main() {
 	workers := flag.Int("workers", 16, "allocating goroutines")
+	busy := flag.Int("busy", 0, "goroutines that compute without pause (the e2e and the demo run 4)")
 	flag.Parse()
-	fmt.Printf("go-gomaxprocs: runtime.GOMAXPROCS(0) = %d, NumCPU = %d, %d allocating goroutines\n",
-		runtime.GOMAXPROCS(0), runtime.NumCPU(), *workers)
+	fmt.Printf("go-gomaxprocs: runtime.GOMAXPROCS(0) = %d, NumCPU = %d, %d allocating and %d busy goroutines\n",
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), *workers, *busy)
 	for i := 0; i < *workers; i++ {
 		go allocate()
+	}
+	for i := 0; i < *busy; i++ {
+		go compute()
 	}
 	for range time.Tick(10 * time.Second) {
 		fmt.Printf("go-gomaxprocs: GOMAXPROCS %d, goroutines %d, GC stop-the-world p99 %s, max %s\n",
@@ -38,6 +46,16 @@ func allocate() {
 		}
 		keep[i%len(keep)] = req[i%len(req)]
 		time.Sleep(3 * time.Millisecond)
+	}
+}
+
+// compute hashes without end, like request handlers busy with CPU work: each holds a P, so
+// every stop-the-world must preempt it, and its thread may be throttled when asked.
+func compute() {
+	buf := make([]byte, 1024)
+	for {
+		sum := sha256.Sum256(buf)
+		buf[0] = sum[0]
 	}
 }
 

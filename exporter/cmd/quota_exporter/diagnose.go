@@ -37,6 +37,7 @@ type diagnoseCommand struct {
 	promURL  *string
 	promSel  *string
 	since    *time.Duration
+	warmup   *time.Duration
 }
 
 func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
@@ -49,6 +50,7 @@ func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
 		promURL:  c.Flag("prometheus.url", "Diagnose over history instead of sampling: the Prometheus that stores this exporter's series (e.g. http://prometheus:9090).").String(),
 		promSel:  c.Flag("prometheus.selector", "With --prometheus.url: label matchers for every series, e.g. instance=\"node1:10137\" (cgroup paths repeat across nodes).").String(),
 		since:    c.Flag("since", "With --prometheus.url: the window of history to judge.").Default("24h").Duration(),
+		warmup:   c.Flag("warmup.window", "A process younger than this is warming up (JIT, class loading, caches): its throttling is judged as warm-up (the mixin's warmupWindow).").Default("10m").Duration(),
 	}
 }
 
@@ -67,9 +69,9 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 	)
 	if *d.promURL != "" {
 		source, window = "history", *d.since
-		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now()})
+		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now(), WarmupWindow: *d.warmup})
 	} else {
-		ws, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, scrapeTimeout, progress, logger)
+		ws, window, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, *d.warmup, scrapeTimeout, progress, logger)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quota_exporter diagnose:", err)
@@ -94,8 +96,10 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 
 // sampleWorkloads builds the collectors, gathers at the start and the end of duration and
 // turns the difference into workloads. Collectors that fail become notes, not errors: the
-// findings that need them are then missing, and the report says so.
-func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, duration, timeout time.Duration, progress io.Writer, logger *slog.Logger) ([]diagnose.Workload, []string, error) {
+// findings that need them are then missing, and the report says so. The throttling sampler
+// runs in a set of its own, gathered four times a window: its histograms' changes give the
+// order of throttled windows (the longest run), which the two full gathers cannot.
+func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, duration, warmup, timeout time.Duration, progress io.Writer, logger *slog.Logger) ([]diagnose.Workload, time.Duration, []string, error) {
 	// The throttled-window count needs the ratio histogram's le="0" bucket.
 	cfg.ThrottleFullHistograms = true
 	if cfg.ThrottleWindow <= 0 {
@@ -109,29 +113,59 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	_ = raiseFileLimit()
 	env, err := collector.NewEnv(cfg, logger)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot find cgroup hierarchies: %w", err)
+		return nil, 0, nil, fmt.Errorf("cannot find cgroup hierarchies: %w", err)
 	}
-	set, err := collector.NewSet(env, names)
+	var rest, sampler []string
+	for _, n := range names {
+		if n == "throttle" {
+			sampler = append(sampler, n)
+		} else {
+			rest = append(rest, n)
+		}
+	}
+	set, err := collector.NewSet(env, rest)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot create collectors: %w", err)
+		return nil, 0, nil, fmt.Errorf("cannot create collectors: %w", err)
 	}
 	defer set.Close()
+	thr, err := collector.NewSet(env, sampler)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("cannot create collectors: %w", err)
+	}
+	defer thr.Close()
+	gather := func() ([]*dto.MetricFamily, error) {
+		mfs, err := set.Gather(ctx, timeout)
+		if mfs == nil {
+			return nil, err
+		}
+		t, err := thr.Gather(ctx, timeout)
+		if t == nil {
+			return nil, err
+		}
+		return append(mfs, t...), nil
+	}
 	// The sampler's first window starts with the set; one window in, every cgroup with a
 	// quota has a baseline, so the histograms' increase covers whole windows.
 	if !sleepCtx(ctx, cfg.ThrottleWindow+100*time.Millisecond) {
-		return nil, nil, ctx.Err()
+		return nil, 0, nil, ctx.Err()
 	}
 	t0 := time.Now()
-	start, err := set.Gather(ctx, timeout)
+	start, err := gather()
 	if start == nil {
-		return nil, nil, fmt.Errorf("first collection: %w", err)
+		return nil, 0, nil, fmt.Errorf("first collection: %w", err)
 	}
+	runs := diagnose.NewRuns()
+	runs.Observe(start)
+	tick := max(cfg.ThrottleWindow/4, 50*time.Millisecond)
 	for elapsed := time.Duration(0); elapsed < duration; {
-		step := min(time.Second, duration-elapsed)
+		step := min(tick, duration-elapsed)
 		if !sleepCtx(ctx, step) {
-			return nil, nil, ctx.Err()
+			return nil, 0, nil, ctx.Err()
 		}
 		elapsed += step
+		if mfs, _ := thr.Gather(ctx, timeout); mfs != nil {
+			runs.Observe(mfs)
+		}
 		if progress != nil {
 			fmt.Fprintf(progress, "\rsampling %s %3.0f/%.0f s", bar(elapsed, duration), elapsed.Seconds(), duration.Seconds())
 		}
@@ -139,14 +173,28 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	if progress != nil {
 		fmt.Fprint(progress, "\r\x1b[K")
 	}
-	end, err := set.Gather(ctx, timeout)
-	if end == nil {
-		return nil, nil, fmt.Errorf("second collection: %w", err)
-	}
+	// The window is from the start of one collection to the start of the other: on a busy
+	// host a collection takes seconds, and both read their counters at about the same point.
 	window := time.Since(t0)
+	end, err := gather()
+	if end == nil {
+		return nil, 0, nil, fmt.Errorf("second collection: %w", err)
+	}
+	runs.Observe(end)
 	var notes []string
 	notes = append(notes, failedCollectors(end)...)
-	return diagnose.FromFamilies(start, end, window, hostCPUs(cfg.SysPath)), notes, nil
+	// Unreadable processes are skipped quietly by the collectors; the report must say why
+	// their findings are missing.
+	denied := ""
+	if n := permissionErrors(end); n > 0 {
+		denied = fmt.Sprintf("; %.0f reads of processes' files were denied", n)
+	}
+	if uid := os.Geteuid(); uid != 0 || denied != "" {
+		notes = append(notes, fmt.Sprintf("running as uid %d%s: the JVM, Go and arena findings need root with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH and may be missing (docs/diagnose.md)", uid, denied))
+	}
+	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Window: window, End: time.Now(), HostCPUs: hostCPUs(cfg.SysPath), WarmupWindow: warmup})
+	runs.Apply(ws)
+	return ws, window, notes, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -190,6 +238,24 @@ func failedCollectors(mfs []*dto.MetricFamily) []string {
 		}
 	}
 	return out
+}
+
+// permissionErrors sums the exporter's quota_exporter_read_errors_total{reason="permission"}.
+func permissionErrors(mfs []*dto.MetricFamily) float64 {
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "quota_exporter_read_errors_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == "permission" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 // hostCPUs counts the host's online CPUs (glibc's arena limit uses them, not the quota);

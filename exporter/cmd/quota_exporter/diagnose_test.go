@@ -227,6 +227,7 @@ func TestDiagnoseSeedScenarios(t *testing.T) {
 	// the fix below) and in the 0.3-core limit (the fix values only: one allocating
 	// thread alone needs more than 0.3 cores, so throttling stays whatever the GC does).
 	gcStorm := startScenario(t, "gc-storm", testutil.CgroupOptions{QuotaUS: 100000, MemoryLimit: mem}, nil, gcStormArgs("24")...)
+	favour(t, gcStorm) // its GC threads must find the CPUs to overrun the quota with
 	gcStorm03 := startScenario(t, "gc-storm-0.3", testutil.CgroupOptions{QuotaUS: 30000, MemoryLimit: mem}, nil, gcStormArgs("24")...)
 	goMax := startScenario(t, "go-gomaxprocs", testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: mem}, []string{"GOMAXPROCS=16"}, w.goMaxProcs)
 	rss := startScenario(t, "rss-creep", testutil.CgroupOptions{QuotaUS: 100000, MemoryLimit: 2 << 30}, []string{"MALLOC_ARENA_MAX=", "GLIBC_TUNABLES="}, w.rssCreep, "32", "256")
@@ -237,9 +238,9 @@ func TestDiagnoseSeedScenarios(t *testing.T) {
 	promURL := startPrometheus(t, bin, include)
 	time.Sleep(5 * time.Second) // JVM start-up and the first arenas
 
-	thr0 := throttledSeconds(t, gcStorm.cg)
+	thr0 := throttleUse(t, gcStorm.cg)
 	before, code := diagnoseJSON(t, bin, "--duration="+seedSample, "--all", include)
-	thrJVM := throttledSeconds(t, gcStorm.cg) - thr0
+	thrJVM := throttleUse(t, gcStorm.cg).since(thr0)
 	if want := map[string]int{"warning": 1, "critical": 2}[before.Worst]; want == 0 || code != want {
 		t.Errorf("exit %d worst %s, want 1 or 2 and the two matching", code, before.Worst)
 	}
@@ -314,14 +315,15 @@ func TestDiagnoseSeedScenarios(t *testing.T) {
 	}
 	jvmFixed := startScenario(t, "gc-storm-fixed", testutil.CgroupOptions{QuotaUS: 100000, MemoryLimit: mem}, nil,
 		gcStormArgs(fixes[gcStorm]["-XX:ActiveProcessorCount"])...)
+	favour(t, jvmFixed)
 	goFixed := startScenario(t, "go-gomaxprocs-fixed", testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: mem},
 		[]string{"GOMAXPROCS=" + fixes[goMax]["GOMAXPROCS"]}, w.goMaxProcs)
 	rssFixed := startScenario(t, "rss-creep-fixed", testutil.CgroupOptions{QuotaUS: 100000, MemoryLimit: 2 << 30},
 		[]string{"MALLOC_ARENA_MAX=" + fixes[rss]["MALLOC_ARENA_MAX"], "GLIBC_TUNABLES="}, w.rssCreep, "32", "256")
 	time.Sleep(5 * time.Second)
-	thr0 = throttledSeconds(t, jvmFixed.cg)
+	thr0 = throttleUse(t, jvmFixed.cg)
 	after, code := diagnoseJSON(t, bin, "--duration="+seedSample, "--all", include)
-	thrJVMFixed := throttledSeconds(t, jvmFixed.cg) - thr0
+	thrJVMFixed := throttleUse(t, jvmFixed.cg).since(thr0)
 	if code != 0 {
 		t.Errorf("after the fixes: exit %d, findings %+v", code, after.Findings)
 	}
@@ -330,12 +332,15 @@ func TestDiagnoseSeedScenarios(t *testing.T) {
 			t.Errorf("%s not watched after the fix", s.name)
 		}
 	}
-	// The JVM's throttled time over the sample; the Go program's since its start (5 s + the
-	// sample both times). On a busy host the 18 GC threads of the JVM may find no CPU to
-	// overrun the quota with (0 s before): then the fixed JVM must stay at (about) 0 too.
-	t.Logf("JVM throttled %.2f s before, %.2f s with the fix", thrJVM, thrJVMFixed)
-	if thrJVMFixed > 0.05 && thrJVMFixed >= thrJVM {
-		t.Errorf("JVM throttled %.2f s with ActiveProcessorCount=1, %.2f s before: not less", thrJVMFixed, thrJVM)
+	// The JVM's throttled periods per second of CPU it used over each sample: the same
+	// allocation loop, so the same work per CPU second, whatever CPU the busy host left it
+	// (both favoured: the GC threads find CPUs to overrun the quota with); the Go program's
+	// throttled time since its start (5 s + the sample both times).
+	t.Logf("JVM before: %s; with the fix: %s", thrJVM, thrJVMFixed)
+	if thrJVM.perCPUSecond() <= 0 {
+		t.Errorf("the un-fixed JVM was not throttled (%s): the check cannot show a drop", thrJVM)
+	} else if thrJVMFixed.perCPUSecond() >= thrJVM.perCPUSecond()/2 {
+		t.Errorf("JVM throttled %.2f periods per CPU second with ActiveProcessorCount=1, %.2f before: not less than half", thrJVMFixed.perCPUSecond(), thrJVM.perCPUSecond())
 	}
 	if got := throttledSeconds(t, goFixed.cg); got >= thrGo {
 		t.Errorf("Go throttled %.2f s with GOMAXPROCS=1, %.2f s before: not less", got, thrGo)
@@ -399,6 +404,31 @@ func startPrometheus(t *testing.T, bin, include string) string {
 			t.Fatalf("prometheus not ready:\n%s", logs.String())
 		}
 	}
+}
+
+// throttleSample is a cgroup's cumulative throttling and CPU use (v1 cpu.stat, cpuacct.stat).
+type throttleSample struct{ periods, seconds, cpu float64 }
+
+func throttleUse(t *testing.T, cg *testutil.Cgroup) throttleSample {
+	t.Helper()
+	st, acct := cg.ReadKeyed("cpu", "cpu.stat"), cg.ReadKeyed("cpuacct", "cpuacct.stat")
+	// cpuacct.stat counts USER_HZ ticks, 100 a second on Linux.
+	return throttleSample{periods: float64(st["nr_throttled"]), seconds: float64(st["throttled_time"]) / 1e9, cpu: float64(acct["user"]+acct["system"]) / 100}
+}
+
+func (s throttleSample) since(a throttleSample) throttleSample {
+	return throttleSample{s.periods - a.periods, s.seconds - a.seconds, s.cpu - a.cpu}
+}
+
+func (s throttleSample) perCPUSecond() float64 {
+	if s.cpu <= 0 {
+		return 0
+	}
+	return s.periods / s.cpu
+}
+
+func (s throttleSample) String() string {
+	return fmt.Sprintf("%.0f throttled periods, %.2f s throttled, %.2f CPU s used: %.2f periods per CPU s", s.periods, s.seconds, s.cpu, s.perCPUSecond())
 }
 
 // throttledSeconds reads the cgroup's cumulative throttled time (v1 cpu.stat throttled_time).

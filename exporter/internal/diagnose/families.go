@@ -90,9 +90,21 @@ func matches(s sample, match map[string]string) bool {
 	return true
 }
 
-// FromFamilies builds the workloads from a gather at the start and one at the end of
+// Observation is what the gathers were taken over.
+type Observation struct {
+	Window   time.Duration
+	End      time.Time // when the window ended (process ages)
+	HostCPUs int
+	// WarmupWindow: a process younger than this at End is warming up, and the window's
+	// usage and throttling are its warm-up's (live mode); 0: not judged here (history
+	// mode computes warm-ups from the series over time).
+	WarmupWindow time.Duration
+}
+
+// FromFamilies builds the workloads from a gather at the start and one at the end of the
 // window: every cgroup with a CPU limit on its path or a watched process.
-func FromFamilies(start, end []*dto.MetricFamily, window time.Duration, hostCPUs int) []Workload {
+func FromFamilies(start, end []*dto.MetricFamily, o Observation) []Workload {
+	window, hostCPUs := o.Window, o.HostCPUs
 	a, b := newIndex(start), newIndex(end)
 	ws := map[string]*Workload{}
 	get := func(s sample) *Workload {
@@ -123,11 +135,15 @@ func FromFamilies(start, end []*dto.MetricFamily, window time.Duration, hostCPUs
 	secA, secB := a.byCgroup("quota_cpu_throttled_seconds_total", nil), b.byCgroup("quota_cpu_throttled_seconds_total", nil)
 	ratioA, ratioB := a.byCgroup("quota_cpu_throttled_window_ratio", nil), b.byCgroup("quota_cpu_throttled_window_ratio", nil)
 	periodLen := b.byCgroup("quota_cpu_period_seconds", nil)
-	usage := map[string]float64{}
+	stallA, stallB := a.byCgroup("quota_cpu_throttle_stall_seconds", nil), b.byCgroup("quota_cpu_throttle_stall_seconds", nil)
+	usage, system := map[string]float64{}, map[string]float64{}
 	for _, mode := range []string{"user", "system"} {
 		ua, ub := a.byCgroup("quota_cpu_usage_seconds_total", map[string]string{"mode": mode}), b.byCgroup("quota_cpu_usage_seconds_total", map[string]string{"mode": mode})
 		for cg, s := range ub {
 			usage[cg] += increase(ua[cg], s)
+			if mode == "system" {
+				system[cg] += increase(ua[cg], s)
+			}
 		}
 	}
 
@@ -142,12 +158,14 @@ func FromFamilies(start, end []*dto.MetricFamily, window time.Duration, hostCPUs
 		w.ThrottledSeconds = increase(secA[at], secB[at])
 		w.PeriodSeconds = periodLen[at].value
 		w.Windows, w.ThrottledWindows = windows(ratioA[at].hist, ratioB[at].hist)
+		w.Pauses.LongestStall = highestBucket(bucketIncrease(stallA[at].hist, stallB[at].hist))
 		if window > 0 {
 			w.UsageCores = usage[cg] / window.Seconds()
+			w.SystemCores = system[cg] / window.Seconds()
 		}
 	}
 
-	addProcesses(ws, a, b, window)
+	addProcesses(ws, a, b, o)
 	out := make([]Workload, 0, len(ws))
 	for _, w := range ws {
 		sort.Slice(w.Processes, func(i, j int) bool { return w.Processes[i].Name < w.Processes[j].Name })
@@ -192,7 +210,8 @@ func windows(a, b *dto.Histogram) (total, throttled int) {
 	return total, total - int(zb-za)
 }
 
-func addProcesses(ws map[string]*Workload, a, b index, window time.Duration) {
+func addProcesses(ws map[string]*Workload, a, b index, o Observation) {
+	window := o.Window
 	procs := map[seriesKey]*Process{}
 	for _, s := range b["quota_process_info"] {
 		pid, _ := strconv.Atoi(s.labels["pid"])
@@ -268,9 +287,52 @@ func addProcesses(ws map[string]*Workload, a, b index, window time.Duration) {
 	gauge("quota_process_malloc_arena_limit", func(p *Process, s sample) { mallocOf(p).ArenaLimit = int(s.value) })
 	gauge("quota_process_malloc_heap_resident_bytes", func(p *Process, s sample) { mallocOf(p).HeapBytes = s.value })
 
-	for k, p := range procs {
-		if w := ws[k.cgroup]; w != nil {
-			w.Processes = append(w.Processes, *p)
+	// Go pauses of every kind, summed, as a p99.
+	pauses := map[seriesKey][]bucketCount{}
+	pa := map[string]sample{}
+	for _, s := range a["quota_go_stw_pause_seconds"] {
+		pa[seriesID(s)] = s
+	}
+	for _, s := range b["quota_go_stw_pause_seconds"] {
+		k := seriesKey{s.labels["cgroup"], s.labels["process"]}
+		pauses[k] = addBuckets(pauses[k], bucketIncrease(pa[seriesID(s)].hist, s.hist))
+	}
+	for k, bs := range pauses {
+		if p := procs[k]; p != nil {
+			p.GoPauseP99Seconds = quantile(0.99, bs)
 		}
 	}
+
+	for k, p := range procs {
+		w := ws[k.cgroup]
+		if w == nil {
+			continue
+		}
+		if age := o.End.Sub(p.StartTime); o.WarmupWindow > 0 && !p.StartTime.IsZero() && age >= 0 && age < o.WarmupWindow {
+			// The whole window lies in the process's first minutes: its numbers are the warm-up's.
+			wu := &WarmupFacts{AgeSeconds: age.Seconds(), Cores: p.CPUCores}
+			if window > 0 {
+				wu.ThrottledCores = w.ThrottledSeconds / window.Seconds()
+			}
+			if w.Periods > 0 {
+				wu.ThrottledShare = w.ThrottledPeriods / w.Periods
+			}
+			p.Warmup = wu
+		}
+		w.Processes = append(w.Processes, *p)
+	}
+}
+
+// seriesID identifies a series by all its labels.
+func seriesID(s sample) string {
+	keys := make([]string, 0, len(s.labels))
+	for k := range s.labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	id := ""
+	for _, k := range keys {
+		id += k + "=" + s.labels[k] + "\xff"
+	}
+	return id
 }

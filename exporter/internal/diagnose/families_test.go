@@ -39,7 +39,7 @@ func TestFromFamilies(t *testing.T) {
 			{Name: ptr("quota_process_threads"), Metric: []*dto.Metric{metric(math.NaN(), "cgroup", ctr, "process", "api")}},
 		}
 	}
-	ws := FromFamilies(gather(100, 10, 3, 3), gather(250, 70, 18, 5), 15*time.Second, 4)
+	ws := FromFamilies(gather(100, 10, 3, 3), gather(250, 70, 18, 5), Observation{Window: 15 * time.Second, HostCPUs: 4})
 	if len(ws) != 2 {
 		t.Fatalf("workloads %+v", ws)
 	}

@@ -38,6 +38,11 @@ type Workload struct {
 	Windows          int     `json:"sampler_windows"`
 	ThrottledWindows int     `json:"throttled_windows"`
 	UsageCores       float64 `json:"usage_cores"`
+	// SystemCores is the part of UsageCores spent in the kernel.
+	SystemCores float64 `json:"system_cores,omitempty"`
+
+	// Pauses: how long the workload stood still at a time, from the sources that ran.
+	Pauses Pauses `json:"pauses,omitzero"`
 
 	Processes []Process `json:"processes,omitempty"`
 }
@@ -56,6 +61,48 @@ type Process struct {
 	JVM    *JVMFacts    `json:"jvm,omitempty"`
 	Go     *GoFacts     `json:"go,omitempty"`
 	Malloc *MallocFacts `json:"malloc,omitempty"`
+	// Warmup is set when the window covers the process's first minutes (WarmupWindow).
+	Warmup *WarmupFacts `json:"warmup,omitempty"`
+	// GoPauseP99Seconds: the p99 of the Go stop-the-world pauses in the window (gopause
+	// collector; 0 when it did not run or saw no pause).
+	GoPauseP99Seconds float64 `json:"go_pause_p99_seconds,omitempty"`
+}
+
+// Pauses are the longest stretches a workload was held, each from its own source (0: that
+// source did not run or saw none).
+type Pauses struct {
+	// LongestThrottledRun: the most consecutive sampler windows (seconds) with any throttled
+	// period; LongestFrozenRun: with more than 90% of the periods throttled (a frozen
+	// second, as the mixin counts them). Live mode only: history keeps no per-second order.
+	LongestThrottledRun int `json:"longest_throttled_run_seconds,omitempty"`
+	LongestFrozenRun    int `json:"longest_frozen_run_seconds,omitempty"`
+	// LongestStall: the longest CFS bandwidth stall (cfsstall collector) as the bounds of its
+	// histogram bucket.
+	LongestStall Bucket `json:"longest_stall_seconds,omitzero"`
+}
+
+// Bucket is a histogram bucket's bounds (Low < value <= High).
+type Bucket struct {
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
+}
+
+// WarmupFacts compare a process's first minutes with its steady state.
+type WarmupFacts struct {
+	// AgeSeconds: the process's age at the end of the window (live), or the time the
+	// window held it warming up (history, all its starts).
+	AgeSeconds float64 `json:"age_seconds"`
+	// Cores: the process's CPU use while younger than the warm-up window; ThrottledCores:
+	// the throttled time per second of the limiting cgroup then (demand the limit cut off);
+	// ThrottledShare: the share of its CFS periods throttled then.
+	Cores          float64 `json:"cores"`
+	ThrottledCores float64 `json:"throttled_cores"`
+	ThrottledShare float64 `json:"throttled_share"`
+	// Steady*: the same after the warm-up window; Steady false when not observed (a live
+	// window inside the warm-up).
+	Steady               bool    `json:"steady"`
+	SteadyCores          float64 `json:"steady_cores,omitempty"`
+	SteadyThrottledShare float64 `json:"steady_throttled_share,omitempty"`
 }
 
 // JVMFacts are the sizes a HotSpot JVM chose at start.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -39,7 +40,7 @@ type WorkloadState struct {
 // NewReport diagnoses the workloads; all adds every workload's one-line state.
 func NewReport(source string, window time.Duration, ws []Workload, all bool, now time.Time) Report {
 	fs := Diagnose(ws)
-	r := Report{SchemaVersion: SchemaVersion, GeneratedAt: now.UTC(), Source: source, WindowSeconds: window.Seconds(), Worst: "none", Findings: fs}
+	r := Report{SchemaVersion: SchemaVersion, GeneratedAt: now.UTC(), Source: source, WindowSeconds: math.Round(window.Seconds()*10) / 10, Worst: "none", Findings: fs}
 	if r.Findings == nil {
 		r.Findings = []Finding{}
 	}

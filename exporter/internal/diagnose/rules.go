@@ -25,6 +25,21 @@ const (
 	// arenaHeapFloor: arenas whose heaps hold less than this each on average cost too little
 	// to be worth a change (a JVM's dozen near-empty arenas: 2 MiB for 16).
 	arenaHeapFloor = 1 << 20
+	// warmupDemandFactor: the warm-up's demand (usage + throttled time) must exceed the limit
+	// by this factor; below it the throttling is bursts within a fitting average (the
+	// throttling rule's burst advice).
+	warmupDemandFactor = 1.1
+	// warmupThrottledShare: a process in its first minutes whose cgroup had at least this
+	// share of its CFS periods throttled is throttled while warming up (the steady state, when
+	// seen, must stay below it); warmupCriticalShare makes it critical.
+	warmupThrottledShare = 0.1
+	warmupCriticalShare  = 0.5
+	// systemShare: kernel time from this share of a throttled cgroup's CPU use is kernel
+	// contention (the mixin's systemCPUShare); systemMinCores ignores idle cgroups;
+	// systemThrottledShare is the share of its periods throttled (systemCPUThrottledPeriodsRatio).
+	systemShare          = 0.5
+	systemMinCores       = 0.1
+	systemThrottledShare = 0.25
 )
 
 // Diagnose runs every rule over the workloads and returns the findings, worst first.
@@ -36,29 +51,38 @@ func Diagnose(ws []Workload) []Finding {
 	for i := range ws {
 		w := &ws[i]
 		for _, p := range w.Processes {
-			for _, rule := range []func(*Workload, Process) (Finding, bool){jvmThreads, goMaxProcs, mallocArenas} {
-				if f, ok := rule(w, p); ok {
-					out = append(out, f)
-					if f.Rule != RuleMallocArenas {
-						explained[w.limitKey()] = true
-					}
+			cpuCause := false
+			for _, rule := range []func(*Workload, Process) (Finding, bool){jvmThreads, goMaxProcs, mallocArenas, warmup} {
+				f, ok := rule(w, p)
+				// A young process whose runtime oversubscribes the limit is throttled by that,
+				// not by its warm-up: one cause, one fix.
+				if !ok || (f.Rule == RuleWarmup && cpuCause) {
+					continue
+				}
+				out = append(out, f)
+				if f.Rule != RuleMallocArenas {
+					cpuCause = true
+					explained[w.limitKey()] = true
 				}
 			}
 		}
 	}
-	// Throttling is counted once per limit: a pod and its containers share the pod's. It is
-	// reported on the cgroup that sets the limit, or on the first workload under it when
-	// that cgroup is not watched.
+	// Throttling (and kernel contention, judged with it) is counted once per limit: a pod and
+	// its containers share the pod's. It is reported on the cgroup that sets the limit, or on
+	// the first workload under it when that cgroup is not watched.
 	reported := map[string]bool{}
 	for _, owner := range []bool{true, false} {
 		for i := range ws {
 			w := &ws[i]
 			k := w.limitKey()
-			if reported[k] || explained[k] || (owner && k != w.Cgroup) {
+			if reported[k] || (owner && k != w.Cgroup) {
 				continue
 			}
 			reported[k] = true
-			if f, ok := throttling(w); ok {
+			// Kernel contention is a cause of its own, whatever the runtime findings.
+			if f, ok := kernelContention(w); ok {
+				out = append(out, f)
+			} else if f, ok := throttling(w); ok && !explained[k] {
 				out = append(out, f)
 			}
 		}
@@ -106,6 +130,8 @@ const (
 	RuleGoMaxProcs   = "go_gomaxprocs_above_limit"
 	RuleMallocArenas = "malloc_arenas_above_limit"
 	RuleThrottling   = "cpu_throttling"
+	RuleWarmup       = "cpu_warmup_throttling"
+	RuleKernel       = "kernel_contention_under_quota"
 )
 
 // throttledShare is the share of sampler windows with throttling, 0 without windows.
@@ -140,7 +166,37 @@ func (w *Workload) limitFacts() []Fact {
 		fs = append(fs, Fact{Name: "throttled_seconds", Value: w.ThrottledSeconds,
 			Text: fmt.Sprintf("%.2f s throttled (summed over CPUs)", w.ThrottledSeconds)})
 	}
+	return append(fs, w.pauseFacts()...)
+}
+
+// pauseFacts: how long the workload stood still at a time, from each source that saw it.
+func (w *Workload) pauseFacts() []Fact {
+	var fs []Fact
+	p := w.Pauses
+	if p.LongestThrottledRun > 0 {
+		fs = append(fs, Fact{Name: "longest_throttled_run_seconds", Value: float64(p.LongestThrottledRun),
+			Text: fmt.Sprintf("throttled %d s in a row at most", p.LongestThrottledRun)})
+	}
+	if p.LongestFrozenRun > 0 {
+		fs = append(fs, Fact{Name: "longest_frozen_run_seconds", Value: float64(p.LongestFrozenRun),
+			Text: fmt.Sprintf("longest freeze %d s (over 90%% of the periods throttled)", p.LongestFrozenRun)})
+	}
+	switch b := p.LongestStall; {
+	case b.High > 0:
+		fs = append(fs, Fact{Name: "longest_stall_seconds", Value: b.High,
+			Text: fmt.Sprintf("longest CFS stall %s–%s", duration(b.Low), duration(b.High))})
+	case b.Low > 0:
+		fs = append(fs, Fact{Name: "longest_stall_seconds", Value: b.Low, Text: "longest CFS stall over " + duration(b.Low)})
+	}
 	return fs
+}
+
+// duration is seconds as "250 ms" below a second, "2.5 s" above.
+func duration(s float64) string {
+	if s < 1 {
+		return strconv.FormatFloat(s*1e3, 'g', 3, 64) + " ms"
+	}
+	return strconv.FormatFloat(s, 'g', 3, 64) + " s"
 }
 
 func limitWhere(w *Workload) string {
@@ -253,6 +309,10 @@ func goMaxProcs(w *Workload, p Process) (Finding, bool) {
 	f.Evidence = append([]Fact{
 		{Name: "gomaxprocs", Value: float64(g.GOMAXPROCS), Text: fmt.Sprintf("GOMAXPROCS %d (%s, container-aware: %t)", g.GOMAXPROCS, version, g.ContainerAware)},
 	}, w.limitFacts()...)
+	if p.GoPauseP99Seconds > 0 {
+		f.Evidence = append(f.Evidence, Fact{Name: "go_pause_p99_seconds", Value: p.GoPauseP99Seconds,
+			Text: "stop-the-world pauses p99 " + duration(p.GoPauseP99Seconds)})
+	}
 	f.Mechanism = fmt.Sprintf("Up to %d threads run Go code at once and the GC's workers take a quarter of them; they use the %s quota early in each period "+
 		"and every goroutine, the stop-the-world phases included, waits for the next one.", g.GOMAXPROCS, coreAdj(w.LimitCores))
 	f.Fix.Settings = map[string]string{"GOMAXPROCS": strconv.Itoa(n)}
@@ -335,10 +395,7 @@ func throttling(w *Workload) (Finding, bool) {
 	if share >= throttlingCriticalShare {
 		sev = Critical
 	}
-	period := w.PeriodSeconds
-	if period <= 0 {
-		period = 0.1
-	}
+	period := period(w)
 	f := newFinding(RuleThrottling, sev, w, nil, "CPU throttling")
 	f.Evidence = append([]Fact{{Name: "usage_cores", Value: w.UsageCores, Text: "usage " + cores(w.UsageCores)}}, w.limitFacts()...)
 	f.Fix.Settings = map[string]string{}
@@ -360,11 +417,21 @@ func throttling(w *Workload) (Finding, bool) {
 		f.Fix.Alternatives = []string{fmt.Sprintf("or raise the CPU limit%s to %s, which covers the observed peak period", limitOwner(w), cores(need))}
 		return f, true
 	}
-	need := math.Ceil(math.Max(w.UsageCores+w.ThrottledSeconds/w.Window.Seconds(), w.LimitCores)*10) / 10
+	// At least a tenth of a core more: on a saturated host the throttled time understates
+	// the demand (threads that would not have run anyway), and the limit itself is no fix.
+	need := math.Max(math.Ceil((w.UsageCores+w.ThrottledSeconds/w.Window.Seconds())*10)/10, math.Round((w.LimitCores+0.1)*10)/10)
 	f.Mechanism = fmt.Sprintf("The workload uses its whole %s limit and wants more: its threads wait out the rest of every period they exhaust.", coreAdj(w.LimitCores))
 	f.Fix.Settings["cpu_limit_cores"] = strconv.FormatFloat(need, 'f', -1, 64)
 	f.Fix.Text = fmt.Sprintf("Raise the CPU limit%s to %s: the usage plus the throttled time observed, the demand the limit cut off.", limitOwner(w), cores(need))
 	return f, true
+}
+
+// period is the CFS period of the limit, 0.1 s when unknown.
+func period(w *Workload) float64 {
+	if w.PeriodSeconds > 0 {
+		return w.PeriodSeconds
+	}
+	return 0.1
 }
 
 func limitOwner(w *Workload) string {

@@ -171,6 +171,13 @@ func TestThrottling(t *testing.T) {
 	if f.Severity != Warning || f.Fix.Settings["cpu.max.burst"] != "37500" || f.Fix.Settings["cpu_limit_cores"] != "1.4" {
 		t.Errorf("severity %s fix %+v", f.Severity, f.Fix)
 	}
+	// Throttled in every window but little throttled time (a saturated host): still more
+	// than the current limit.
+	w = workload(1, 15)
+	w.UsageCores, w.ThrottledSeconds = 0.89, 0.8
+	if f := only(t, Diagnose([]Workload{w}), RuleThrottling); f.Fix.Settings["cpu_limit_cores"] != "1.1" {
+		t.Errorf("fix %+v, want 1.1 cores", f.Fix)
+	}
 	// Rarely throttled: nothing.
 	w = workload(1, 2)
 	w.UsageCores, w.ThrottledSeconds = 0.5, 0.1
@@ -215,5 +222,99 @@ func TestThrottlingOncePerLimit(t *testing.T) {
 	}
 	if f := only(t, Diagnose([]Workload{ctr}), RuleThrottling); f.Cgroup != ctr.Cgroup {
 		t.Errorf("reported on %s, want the container", f.Cgroup)
+	}
+}
+
+// warmingJVM is a JVM sized for its limit in its first 40 s.
+func warmingJVM(wu WarmupFacts) Process {
+	p := jvmProc(1, 1, 0, 2, "g1")
+	p.Name, p.Warmup = "Warmup", &wu
+	return p
+}
+
+func TestWarmup(t *testing.T) {
+	// Seed 001: 1-core limit, the warm-up used 0.97 cores and was throttled 1.9 s/s in 85%
+	// of its periods: demand 2.87 → a 2.9-core limit, the request stays at 1 core (steady
+	// state unseen in a live window).
+	w := workload(1, 13, warmingJVM(WarmupFacts{AgeSeconds: 40, Cores: 0.97, ThrottledCores: 1.9, ThrottledShare: 0.85}))
+	w.HostCPUs = 16
+	f := only(t, Diagnose([]Workload{w}), RuleWarmup)
+	if f.Severity != Critical || f.Fix.Settings["cpu_limit_cores"] != "2.9" || f.Fix.Settings["cpu_request_cores"] != "1" {
+		t.Errorf("severity %s fix %+v", f.Severity, f.Fix)
+	}
+	if !strings.Contains(f.Fix.Text, "Burstable") || !strings.Contains(f.Fix.Alternatives[0], "cpu.max.burst") {
+		t.Errorf("fix %+v", f.Fix)
+	}
+	// History: a steady state of 0.2 cores, unthrottled: the request follows it; the demand
+	// is capped at the host's CPUs.
+	w = workload(1, 0, warmingJVM(WarmupFacts{AgeSeconds: 300, Cores: 1, ThrottledCores: 3.5, ThrottledShare: 0.3, Steady: true, SteadyCores: 0.16, SteadyThrottledShare: 0.01}))
+	w.HostCPUs, w.Windows = 4, 0
+	f = only(t, Diagnose([]Workload{w}), RuleWarmup)
+	if f.Severity != Warning || f.Fix.Settings["cpu_limit_cores"] != "4" || f.Fix.Settings["cpu_request_cores"] != "0.2" {
+		t.Errorf("severity %s fix %+v", f.Severity, f.Fix)
+	}
+	// The warm-up explains the cgroup's throttling: no second finding.
+	w = workload(1, 13, warmingJVM(WarmupFacts{AgeSeconds: 40, Cores: 0.97, ThrottledCores: 1.9, ThrottledShare: 0.85}))
+	w.UsageCores, w.ThrottledSeconds = 0.98, 28
+	only(t, Diagnose([]Workload{w}), RuleWarmup)
+}
+
+func TestWarmupWithoutThrottlingOrThrottledLaterHasNoFinding(t *testing.T) {
+	none(t, Diagnose([]Workload{workload(1, 0, warmingJVM(WarmupFacts{AgeSeconds: 40, Cores: 0.5, ThrottledShare: 0.01}))}))
+	// Throttled in bursts, the demand within the limit: not a warm-up problem.
+	none(t, Diagnose([]Workload{workload(1, 0, warmingJVM(WarmupFacts{AgeSeconds: 40, Cores: 0.86, ThrottledCores: 0.02, ThrottledShare: 0.3}))}))
+	// A young JVM with 18 GC threads: the thread finding, not warm-up.
+	p := jvmProc(24, 18, 0, 12, "parallel")
+	p.Warmup = &WarmupFacts{AgeSeconds: 40, Cores: 0.26, ThrottledCores: 0.16, ThrottledShare: 0.43}
+	only(t, Diagnose([]Workload{workload(0.3, 9, p)}), RuleJVMThreads)
+	// Throttled as much later: steady throttling (the throttling rule's), not warm-up.
+	w := workload(1, 0, warmingJVM(WarmupFacts{AgeSeconds: 300, Cores: 1, ThrottledCores: 1, ThrottledShare: 0.6, Steady: true, SteadyCores: 1, SteadyThrottledShare: 0.6}))
+	none(t, Diagnose([]Workload{w}))
+}
+
+func TestKernelContention(t *testing.T) {
+	// Seed 002: 32 threads in one 1-core limit, 80% of the time in the kernel, throttled
+	// in 90% of the periods → one CPU of cpuset, one thread per CPU.
+	w := workload(1, 15, Process{Name: "kernel_contention", PID: 5, Threads: 33})
+	w.UsageCores, w.SystemCores, w.Periods, w.ThrottledPeriods, w.ThrottledSeconds = 1, 0.8, 150, 135, 14
+	f := only(t, Diagnose([]Workload{w}), RuleKernel)
+	if f.Severity != Critical || f.Fix.Settings["cpuset_cpus"] != "1" || f.Fix.Settings["threads"] != "1" {
+		t.Errorf("severity %s fix %+v", f.Severity, f.Fix)
+	}
+	if !strings.Contains(f.Fix.Text, "static CPU manager policy") || !strings.Contains(f.Evidence[0].Text, "80% of the CPU time in the kernel") {
+		t.Errorf("fix %q evidence %+v", f.Fix.Text, f.Evidence)
+	}
+	// Young, but kernel-bound: contention, not warm-up.
+	w.Processes[0].Warmup = &WarmupFacts{AgeSeconds: 8, Cores: 1, ThrottledCores: 0.9, ThrottledShare: 0.9}
+	only(t, Diagnose([]Workload{w}), RuleKernel)
+	// A 2.5-core limit: 3 CPUs.
+	w.LimitCores = 2.5
+	if f := only(t, Diagnose([]Workload{w}), RuleKernel); f.Fix.Settings["cpuset_cpus"] != "3" {
+		t.Errorf("fix %+v", f.Fix)
+	}
+	// User-heavy throttling is plain throttling; kernel-heavy but unthrottled is no finding.
+	w.LimitCores, w.SystemCores, w.Processes[0].Warmup = 1, 0.1, nil
+	only(t, Diagnose([]Workload{w}), RuleThrottling)
+	w = workload(1, 0)
+	w.UsageCores, w.SystemCores, w.Periods = 0.6, 0.5, 150
+	none(t, Diagnose([]Workload{w}))
+}
+
+func TestPauseEvidence(t *testing.T) {
+	w := workload(1, 9)
+	w.UsageCores, w.ThrottledSeconds = 0.98, 3
+	w.Pauses = Pauses{LongestThrottledRun: 4, LongestFrozenRun: 2, LongestStall: Bucket{Low: 0.25, High: 0.5}}
+	f := only(t, Diagnose([]Workload{w}), RuleThrottling)
+	got := evidenceText(f)
+	for _, want := range []string{"throttled in 9 of the last 15 s", "throttled 4 s in a row at most", "longest freeze 2 s", "longest CFS stall 250 ms–500 ms"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("evidence %q lacks %q", got, want)
+		}
+	}
+	g := goProc(16, false)
+	g.GoPauseP99Seconds = 0.085
+	f = only(t, Diagnose([]Workload{workload(0.5, 14, g)}), RuleGoMaxProcs)
+	if !strings.Contains(evidenceText(f), "stop-the-world pauses p99 85 ms") {
+		t.Errorf("evidence %q", evidenceText(f))
 	}
 }

@@ -265,7 +265,12 @@ func TestRealJVM(t *testing.T) {
 			}
 			ints, strs := jcmdCounters(t, pid)
 			compareWithJcmd(t, info, ints, strs)
-			t.Logf("%s: safepoints %d (jcmd %d), gc %v", tc.gc, info.Counters.Safepoints, ints["sun.rt.safepoints"], info.Counters.GC)
+			// -Xmx1g: the heap's ceiling as the generations report it (the creep alert's
+			// "the heap may still grow to" figure; G1 on JDK 17 reports 24 bytes more).
+			if m := info.Counters.HeapMaxBytes; m < 1<<30*98/100 || m > 1<<30*102/100 {
+				t.Errorf("%s: heap max %d, want about 1 GiB (-Xmx1g)", tc.gc, m)
+			}
+			t.Logf("%s: safepoints %d (jcmd %d), gc %v, heap max %d", tc.gc, info.Counters.Safepoints, ints["sun.rt.safepoints"], info.Counters.GC, info.Counters.HeapMaxBytes)
 		})
 	}
 

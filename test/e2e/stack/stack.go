@@ -1,6 +1,6 @@
 // Package stack runs the whole quota_exporter pipeline on this host, on loopback with free
 // ports: the demo workloads in their own v1 cgroups (examples/workloads/run.sh), the exporter
-// (root, every collector), Prometheus with rules rendered from mixin/, Alertmanager, and an
+// (root, the default collectors and Options.ExporterArgs), Prometheus with rules rendered from mixin/, Alertmanager, and an
 // in-process webhook receiver that records what Alertmanager sends. The end-to-end test and
 // `make demo` both use it. Everything it starts (processes and cgroups) goes away in Stop.
 package stack
@@ -62,6 +62,7 @@ type Options struct {
 	GroupWait      time.Duration     // Alertmanager group_wait; default 1s
 	GroupInterval  time.Duration     // Alertmanager group_interval; default 5s
 	ExtraEnv       map[string]string // extra environment for run.sh
+	ExporterArgs   []string          // extra exporter flags, e.g. --collector.gopause
 	OnAlert        func(Received)    // called for every alert the webhook receives
 	Logf           func(format string, args ...any)
 }
@@ -254,12 +255,12 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := os.MkdirAll(s.PodLogs(), 0o755); err != nil {
 		return nil, err
 	}
-	if err := s.startProc("exporter", exporter,
-		"--web.listen-address="+s.Instance,
-		"--cgroup.include=/"+regexp.QuoteMeta(s.Cgroup)+"(/.*)?",
-		"--process.smaps-interval="+o.SmapsInterval.String(),
-		"--path.podlogs="+s.PodLogs(),
-	); err != nil {
+	if err := s.startProc("exporter", exporter, append([]string{
+		"--web.listen-address=" + s.Instance,
+		"--cgroup.include=/" + regexp.QuoteMeta(s.Cgroup) + "(/.*)?",
+		"--process.smaps-interval=" + o.SmapsInterval.String(),
+		"--path.podlogs=" + s.PodLogs(),
+	}, o.ExporterArgs...)...); err != nil {
 		return nil, err
 	}
 	if err := s.waitHTTP(ctx, "exporter", s.ExporterURL+"/metrics", 60*time.Second); err != nil {

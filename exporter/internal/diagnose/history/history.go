@@ -68,6 +68,9 @@ type Options struct {
 	Selector string
 	Since    time.Duration
 	At       time.Time
+	// WarmupWindow: a process younger than this is warming up; its first minutes are
+	// compared with the rest of the window (0: no warm-up judgement).
+	WarmupWindow time.Duration
 }
 
 // Load queries Prometheus and returns the workloads of the window [At-Since, At].
@@ -99,7 +102,11 @@ func Load(ctx context.Context, o Options) ([]diagnose.Workload, error) {
 		return nil, err
 	}
 	fams = append(fams, h)
-	return diagnose.FromFamilies(nil, fams, o.Since, 0), nil
+	ws := diagnose.FromFamilies(nil, fams, diagnose.Observation{Window: o.Since, End: o.At})
+	if err := warmups(ctx, q, o, sel, ws); err != nil {
+		return nil, err
+	}
+	return ws, nil
 }
 
 func query(ctx context.Context, q v1.API, expr string, at time.Time) (model.Vector, error) {

@@ -81,7 +81,8 @@ func run(root string, duration time.Duration, config string, small bool) error {
 	st, err := stack.Start(ctx, stack.Options{
 		Root: root, Prefix: "quota-demo-stack", MixinConfig: cfg, QuotaUS: quotas,
 		ScrapeInterval: scrape, EvalInterval: scrape, SmapsInterval: 30 * time.Second,
-		OnAlert: printAlert, Logf: logf,
+		ExporterArgs: []string{"--collector.gopause"}, // Go pause lengths (uprobes; the demo runs as root)
+		OnAlert:      printAlert, Logf: logf,
 	})
 	if err != nil {
 		return err
@@ -100,7 +101,8 @@ func run(root string, duration time.Duration, config string, small bool) error {
 Workloads (one cgroup each, /sys/fs/cgroup/{cpu,cpuacct,cpuset,memory}/%[1]s/<scenario>):
   jvm-gc-storm       18 parallel GC threads (-XX:ActiveProcessorCount=24) in a small quota
   jvm-warmup         JIT-heavy start in a small quota         -> QuotaCPUThrottlingDuringWarmup
-  go-gomaxprocs      GOMAXPROCS=16 in a 0.5-core quota        -> QuotaGoMaxProcsExceedsCPULimit
+  go-gomaxprocs      GOMAXPROCS=16 in a 0.5-core quota        -> QuotaGoMaxProcsExceedsCPULimit,
+                                                                 QuotaGoSTWInflation (pauses via --collector.gopause)
   rss-creep          32 threads, default glibc arenas         -> QuotaMallocArenaBloat (info)
   kernel-contention  32 threads read()ing one file            -> QuotaHighSystemCPUUnderQuota (info)
   (jvm-gc-storm                                               -> QuotaJVMGCThreadsExceedCPULimit)

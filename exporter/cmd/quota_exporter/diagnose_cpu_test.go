@@ -1,0 +1,266 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+)
+
+// evidenceValue is the named fact of a finding, -1 when absent.
+func evidenceValue(f diagnose.Finding, name string) float64 {
+	for _, e := range f.Evidence {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return -1
+}
+
+// favouredShares is the cpu.shares a scenario's cgroup (and the tests' parent) gets.
+const favouredShares = "16384"
+
+// favour gives the scenario's cgroup, and the tests' parent cgroup above it, a high CPU
+// weight (cpu.shares), as a node that is not oversubscribed gives a workload the CPU it asks
+// for: on this 2-core host shared with builds, a cgroup at the default weight often gets
+// less than its quota and is never throttled, whatever it runs. The weight changes who gets
+// the CPU, not how the quota throttles. The parent's weight is only ever raised (other
+// tests' cgroups share it); it is left raised.
+func favour(t *testing.T, s *scenario) {
+	t.Helper()
+	s.cg.Write("cpu", "cpu.shares", favouredShares)
+	parent := filepath.Join(filepath.Dir(s.cg.Dir("cpu")), "cpu.shares")
+	if b, err := os.ReadFile(parent); err == nil {
+		if n, _ := strconv.Atoi(string(b[:len(b)-1])); n < 16384 {
+			if err := os.WriteFile(parent, []byte(favouredShares), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Seed 001 in a real cgroup, scaled down: the demo's warm-up workload in a 1-core limit
+// (its JIT-heavy phase lasts some 10–20 s here, not minutes), diagnosed in its first seconds,
+// gets the warm-up finding: a limit that covers the measured usage plus throttled time, the
+// request at the current limit, and the longest throttled run. The same process judged at
+// the same time as old (--warmup.window=1s) is throttling, not warm-up. (It may also get
+// the arena finding: a JVM's compiler threads fill glibc arenas, and the rule is right.)
+func TestDiagnoseWarmup(t *testing.T) {
+	testutil.RequireV1Cgroups(t)
+	bin := buildExporter(t)
+	java := testutil.LookPath(t, "java")
+	javac := testutil.LookPath(t, "javac")
+	src := filepath.Join("..", "..", "..", "examples", "workloads", "jvm-warmup")
+	dir := t.TempDir()
+	gen, classes := filepath.Join(dir, "src"), filepath.Join(dir, "classes")
+	if out, err := exec.Command(java, filepath.Join(src, "GenHot.java"), gen, "6000").CombinedOutput(); err != nil {
+		t.Fatalf("GenHot: %v\n%s", err, out)
+	}
+	srcs, _ := filepath.Glob(filepath.Join(gen, "*.java"))
+	if out, err := exec.Command(javac, append([]string{"-d", classes, filepath.Join(src, "Warmup.java")}, srcs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	include := fmt.Sprintf("--cgroup.include=.*/diag-warmup-%d-.*", os.Getpid())
+	promURL := startPrometheus(t, bin, include)
+	started := time.Now()
+	s := startScenario(t, "warmup", testutil.CgroupOptions{QuotaUS: 100000, MemoryLimit: 512 << 20}, nil,
+		java, "-Xms128m", "-Xmx128m", "-cp", classes, "Warmup", "4")
+	favour(t, s)
+	var (
+		young, old diagnose.Report
+		code       int
+		wg         sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		old, _ = diagnoseJSON(t, bin, "--duration=5s", "--warmup.window=1s", include)
+	}()
+	young, code = diagnoseJSON(t, bin, "--duration=5s", include)
+	wg.Wait()
+	var f diagnose.Finding
+	for _, g := range findingsFor(young, s.cg.Path) {
+		if g.Rule == diagnose.RuleWarmup {
+			if f.Rule != "" {
+				t.Errorf("two warm-up findings: %+v", young.Findings)
+			}
+			f = g
+		} else if g.Rule != diagnose.RuleMallocArenas {
+			t.Errorf("unexpected finding: %+v", g)
+		}
+	}
+	if f.Rule == "" {
+		t.Fatalf("no %s finding: %+v (exit %d)", diagnose.RuleWarmup, young.Findings, code)
+	}
+	limit, _ := strconv.ParseFloat(f.Fix.Settings["cpu_limit_cores"], 64)
+	demand := evidenceValue(f, "warmup_demand_cores")
+	t.Logf("warm-up: %s; fix %s", evidenceText(f), f.Fix.Text)
+	if demand <= 1 || limit < demand || limit > demand+0.1 || f.Fix.Settings["cpu_request_cores"] != "1" {
+		t.Errorf("demand %.2f cores, fix %+v: want a limit covering the demand (above 1 core) and request 1", demand, f.Fix.Settings)
+	}
+	if evidenceValue(f, "longest_throttled_run_seconds") < 1 {
+		t.Errorf("no longest throttled run in the evidence: %+v", f.Evidence)
+	}
+	if f.Process != "Warmup" || f.Runtime != "jvm" {
+		t.Errorf("process %q runtime %q", f.Process, f.Runtime)
+	}
+
+	// Older than the warm-up window: the same throttling is no warm-up.
+	rules := map[string]bool{}
+	for _, g := range findingsFor(old, s.cg.Path) {
+		rules[g.Rule] = true
+	}
+	if rules[diagnose.RuleWarmup] || !rules[diagnose.RuleThrottling] {
+		t.Errorf("judged old: findings %s, want throttling and no warm-up", findingKeys(old))
+	}
+
+	// History, once the warm-up is over (some 25 s here): the first 30 s of the process
+	// against the 25 s after them, from what Prometheus stored. The request now follows the
+	// steady state.
+	time.Sleep(time.Until(started.Add(55 * time.Second)))
+	hist, _ := diagnoseJSON(t, bin, "--prometheus.url="+promURL, "--since=60s", "--warmup.window=30s")
+	f = diagnose.Finding{}
+	for _, g := range findingsFor(hist, s.cg.Path) {
+		if g.Rule == diagnose.RuleWarmup {
+			f = g
+		}
+	}
+	if f.Rule == "" {
+		t.Fatalf("history: no %s finding: %s", diagnose.RuleWarmup, findingKeys(hist))
+	}
+	t.Logf("history: %s; fix %s", evidenceText(f), f.Fix.Text)
+	steady := evidenceValue(f, "steady_usage_cores")
+	request, _ := strconv.ParseFloat(f.Fix.Settings["cpu_request_cores"], 64)
+	limit, _ = strconv.ParseFloat(f.Fix.Settings["cpu_limit_cores"], 64)
+	if steady < 0 || steady >= 1 || request < steady || request > steady+0.1 || limit <= 1 {
+		t.Errorf("history: steady %.2f cores, fix %+v: want the request at the steady state, the limit above 1", steady, f.Fix.Settings)
+	}
+}
+
+// Seed 002 in a real cgroup: 32 threads reading one shared file descriptor under a 1-core
+// limit spend most of their CPU in the kernel and are throttled: diagnose advises one
+// dedicated CPU (cpuset) rather than the quota.
+func TestDiagnoseKernelContention(t *testing.T) {
+	testutil.RequireV1Cgroups(t)
+	bin := buildExporter(t)
+	gcc := testutil.LookPath(t, "gcc")
+	dir := t.TempDir()
+	prog, data := filepath.Join(dir, "kernel_contention"), filepath.Join(dir, "shared.dat")
+	if out, err := exec.Command(gcc, "-O2", "-pthread", "-o", prog, filepath.Join("..", "..", "..", "examples", "workloads", "kernel-contention", "kernel_contention.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(data, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startScenario(t, "kernel", testutil.CgroupOptions{QuotaUS: 100000, MemoryLimit: 256 << 20}, nil, prog, data, "32")
+	favour(t, s)
+	time.Sleep(time.Second)
+	r, code := diagnoseJSON(t, bin, "--duration=5s", "--process.min-resident=0", fmt.Sprintf("--cgroup.include=.*/diag-kernel-%d-.*", os.Getpid()))
+	fs := findingsFor(r, s.cg.Path)
+	if len(fs) != 1 || fs[0].Rule != diagnose.RuleKernel {
+		st, _ := workloadFor(r, s.cg.Path)
+		t.Fatalf("want one %s finding, got %+v (exit %d, state %+v)", diagnose.RuleKernel, fs, code, st)
+	}
+	f := fs[0]
+	t.Logf("kernel contention: %s", evidenceText(f))
+	if f.Fix.Settings["cpuset_cpus"] != "1" {
+		t.Errorf("fix %+v, want cpuset_cpus=1", f.Fix.Settings)
+	}
+	if share := evidenceValue(f, "system_share"); share < 0.5 {
+		t.Errorf("system share %.2f", share)
+	}
+	// The process is watched (min-resident 0): its 33 threads → one per CPU.
+	if f.Fix.Settings["threads"] != "1" || evidenceValue(f, "threads") < 32 {
+		t.Errorf("threads: fix %+v evidence %+v", f.Fix.Settings, f.Evidence)
+	}
+}
+
+func evidenceText(f diagnose.Finding) string {
+	s := ""
+	for i, e := range f.Evidence {
+		if i > 0 {
+			s += ", "
+		}
+		s += e.Text
+	}
+	return s
+}
+
+// The layout of `kubectl debug node/<node> --profile=sysadmin` (docs/diagnose.md), short of
+// Kubernetes: the host PID namespace, the node's root bind-mounted recursively at /host (a
+// private mount namespace here), diagnose run with --path.procfs=/host/proc
+// --path.sysfs=/host/sys. As root it finds a GOMAXPROCS=16 program in 0.5 cores; as the
+// image's default user (65534, what the profile alone runs) it cannot read the program and
+// says so in a note.
+func TestDiagnoseNodeDebugLayout(t *testing.T) {
+	testutil.RequireV1Cgroups(t)
+	unshare, setpriv := testutil.LookPath(t, "unshare"), testutil.LookPath(t, "setpriv")
+	bin := buildExporter(t)
+	prog := filepath.Join(t.TempDir(), "go-gomaxprocs")
+	build := exec.Command("go", "build", "-trimpath", "-o", prog, ".")
+	build.Dir = filepath.Join("..", "..", "..", "examples", "workloads", "go-gomaxprocs")
+	build.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	s := startScenario(t, "nodedebug", testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: 256 << 20}, []string{"GOMAXPROCS=16"}, prog)
+	// uid 65534 must reach the binary and /host: a directory open to all.
+	pub, err := os.MkdirTemp("", "diag-nodedebug-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pub) })
+	b, err := os.ReadFile(bin)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(pub, "quota_exporter"), b, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(pub, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(pub, "quota_exporter")
+	host := filepath.Join(pub, "host")
+	if err := os.Mkdir(host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"0", "65534"} {
+		script := fmt.Sprintf(`mount --rbind / %[1]s && exec %[2]s --reuid %[3]s --regid %[3]s --clear-groups %[4]s diagnose --format=json --duration=3s --log.level=error `+
+			`--cgroup.include='.*/diag-nodedebug-%[5]d-.*' --path.procfs=%[1]s/proc --path.sysfs=%[1]s/sys --path.rootfs=%[1]s --path.podlogs=%[1]s/var/log`,
+			host, setpriv, user, bin, os.Getpid())
+		cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", script)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("uid %s: %v", user, err)
+		}
+		var r diagnose.Report
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("uid %s: %v\n%s%s", user, err, out, stderr.String())
+		}
+		rules := map[string]bool{}
+		for _, f := range findingsFor(r, s.cg.Path) {
+			rules[f.Rule] = true
+		}
+		t.Logf("uid %s: findings %s; notes %q", user, findingKeys(r), r.Notes)
+		if user == "0" && (!rules[diagnose.RuleGoMaxProcs] || len(r.Notes) != 0) {
+			t.Errorf("as root under /host: want the GOMAXPROCS finding and no note")
+		}
+		if user != "0" && (rules[diagnose.RuleGoMaxProcs] || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "need root")) {
+			t.Errorf("as uid %s: want no GOMAXPROCS finding and a note that root is needed", user)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
+)
+
+// maxPoints bounds a range query's resolution (Prometheus refuses more than 11 000).
+const maxPoints = 5000
+
+// warmups splits each process's CPU use, and its limiting cgroup's throttling, over the
+// window into the steps when the process was younger than the warm-up window (each start
+// in the window: every deploy) and the steps after. The counters are read raw over a range
+// and differenced step by step here, so the resolution is the step (or the scrape interval),
+// not a rate() range; a step is warm-up when the process's age at its end is below the
+// window.
+func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose.Workload) error {
+	if o.WarmupWindow <= 0 || o.Since <= 0 {
+		return nil
+	}
+	step := max(time.Second, (o.Since / maxPoints).Round(time.Second))
+	// Whole seconds: the points' timestamps (ms) are then exactly start + k·step.
+	r := v1.Range{Start: o.At.Add(-o.Since).Truncate(time.Second), End: o.At.Truncate(time.Second), Step: step}
+	get := func(expr string) (map[string]map[model.Time]float64, error) {
+		v, _, err := q.QueryRange(ctx, expr, r)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: %w", expr, err)
+		}
+		m, ok := v.(model.Matrix)
+		if !ok {
+			return nil, fmt.Errorf("query %s: %s result, want a matrix", expr, v.Type())
+		}
+		out := map[string]map[model.Time]float64{}
+		for _, ss := range m {
+			k := string(ss.Metric["cgroup"]) + "\xff" + string(ss.Metric["process"])
+			pts := map[model.Time]float64{}
+			for _, p := range ss.Values {
+				pts[p.Timestamp] = float64(p.Value)
+			}
+			out[k] = pts
+		}
+		return out, nil
+	}
+	cpu, err := get(fmt.Sprintf("sum by (cgroup, process) (quota_process_cpu_seconds_total%s)", sel))
+	if err != nil {
+		return err
+	}
+	starts, err := get(fmt.Sprintf("max by (cgroup, process) (quota_process_start_time_seconds%s)", sel))
+	if err != nil {
+		return err
+	}
+	cg := map[string]map[string]map[model.Time]float64{}
+	for _, name := range []string{"quota_cpu_throttled_seconds_total", "quota_cpu_throttled_periods_total", "quota_cpu_periods_total"} {
+		if cg[name], err = get(fmt.Sprintf("max by (cgroup) (%s%s)", name, sel)); err != nil {
+			return err
+		}
+	}
+	for i := range ws {
+		w := &ws[i]
+		at := w.Cgroup
+		if w.LimitCgroup != "" {
+			at = w.LimitCgroup
+		}
+		for j := range w.Processes {
+			p := &w.Processes[j]
+			k := w.Cgroup + "\xff" + p.Name
+			var warm, steady phase
+			for t := r.Start.Add(step); !t.After(r.End); t = t.Add(step) {
+				t1, t0 := model.TimeFromUnixNano(t.UnixNano()), model.TimeFromUnixNano(t.Add(-step).UnixNano())
+				start, ok := starts[k][t1]
+				c, ok1 := delta(cpu[k], t0, t1)
+				if !ok || !ok1 {
+					continue
+				}
+				ph := &steady
+				if t1.Time().Sub(time.Unix(0, int64(start*1e9))) < o.WarmupWindow {
+					ph = &warm
+				}
+				ph.seconds += step.Seconds()
+				ph.cpu += c
+				thr, _ := delta(cg["quota_cpu_throttled_seconds_total"][at+"\xff"], t0, t1)
+				tp, _ := delta(cg["quota_cpu_throttled_periods_total"][at+"\xff"], t0, t1)
+				pp, _ := delta(cg["quota_cpu_periods_total"][at+"\xff"], t0, t1)
+				ph.throttled += thr
+				ph.throttledPeriods += tp
+				ph.periods += pp
+			}
+			if warm.seconds == 0 {
+				continue
+			}
+			wu := &diagnose.WarmupFacts{AgeSeconds: warm.seconds, Cores: warm.cpu / warm.seconds, ThrottledCores: warm.throttled / warm.seconds, ThrottledShare: warm.share()}
+			if steady.seconds > 0 {
+				wu.Steady, wu.SteadyCores, wu.SteadyThrottledShare = true, steady.cpu/steady.seconds, steady.share()
+			}
+			p.Warmup = wu
+		}
+	}
+	return nil
+}
+
+// phase sums a process's steps in warm-up or after it.
+type phase struct{ seconds, cpu, throttled, throttledPeriods, periods float64 }
+
+func (p phase) share() float64 {
+	if p.periods <= 0 {
+		return 0
+	}
+	return p.throttledPeriods / p.periods
+}
+
+// delta is a counter's increase from t0 to t1 (a reset counts from zero); false when
+// either point is missing.
+func delta(pts map[model.Time]float64, t0, t1 model.Time) (float64, bool) {
+	a, ok0 := pts[t0]
+	b, ok1 := pts[t1]
+	if !ok0 || !ok1 {
+		return 0, false
+	}
+	if b >= a {
+		return b - a, true
+	}
+	return b, true
+}
