@@ -27,7 +27,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run diagnose generate test test-unit test-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
@@ -173,6 +173,13 @@ deps-apt:
 # Needs make deps-apt; about 1-2 minutes on a 2-core machine.
 test-v2: deps-apt
 	cd test && $(GOTEST) ./v2/...
+
+# Rewrites the fixture host copied from the v2 VM's own cgroup files
+# (exporter/collector/testdata/hosts/v2-vm-kubernetes) and then its golden scrape. test-v2
+# fails when the committed tree's files or formats drift from the VM's.
+fixtures-v2: deps-apt
+	cd test && QUOTA_V2_FIXTURE_UPDATE=1 $(GO) test -count=1 -run 'TestFixtureMatchesVM' ./v2/
+	cd exporter && $(GO) test -count=1 -run 'TestGoldenScrape/v2-vm-kubernetes' ./collector/ -update
 
 # Short fuzzing of every parser (FUZZTIME each).
 FUZZTIME ?= 10s

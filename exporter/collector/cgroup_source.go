@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,6 +120,28 @@ func (s *CgroupSource) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroup
 	case <-ctx.Done():
 		return nil, []cgroupfs.WalkError{{Path: "/", Err: counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}
 	}
+}
+
+// ancestorLimits returns the smallest CPU quota and memory limit among the ancestors of path
+// in the last complete walk (which keeps every limited cgroup unless a path filter hides
+// it), for the JVM's view of its cgroup (JDK 24+ reads its ancestors' limits).
+func (s *CgroupSource) ancestorLimits(path string) (quotaUS, periodUS, memory int64) {
+	s.mu.Lock()
+	cgs := s.cached
+	s.mu.Unlock()
+	for _, a := range cgs {
+		if a.Path == path || !strings.HasPrefix(path, strings.TrimSuffix(a.Path, "/")+"/") {
+			continue
+		}
+		if m := a.CPUMax; a.InCPU && a.HasCPUMax && m.Limited() &&
+			(quotaUS == 0 || m.Cores() < float64(quotaUS)/float64(periodUS)) {
+			quotaUS, periodUS = m.QuotaUS, int64(m.PeriodUS)
+		}
+		if a.InMemory && a.HasMemoryLimit && a.MemoryLimit > 0 && (memory == 0 || int64(a.MemoryLimit) < memory) {
+			memory = int64(a.MemoryLimit)
+		}
+	}
+	return quotaUS, periodUS, memory
 }
 
 // walk is one discovery shared by the callers that arrive while it runs.

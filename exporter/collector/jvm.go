@@ -46,7 +46,7 @@ var (
 	jvmMetaspaceDesc = newProcessDesc("jvm_metaspace_used_bytes",
 		"Metaspace used (sun.gc.metaspace.used).")
 	jvmCPUCountDesc = newProcessDesc("jvm_cpu_count",
-		"Processor count the JVM sized itself for: -XX:ActiveProcessorCount, else its container rules for its version applied to the cgroup's quota (and shares before JDK 19/17.0.5/11.0.17) and the CPU affinity.")
+		"Processor count the JVM sized itself for: -XX:ActiveProcessorCount, else its container rules for its version applied to the cgroup's quota (JDK 24+: the smallest quota on its path, an ancestor's too; shares before JDK 19/17.0.5/11.0.17) and the CPU affinity.")
 	jvmParallelGCDesc = newProcessDesc("jvm_gc_parallel_threads",
 		"Configured parallel (stop-the-world) GC worker threads: -XX:ParallelGCThreads, else the GC's formula from quota_jvm_cpu_count (G1/Parallel: n<=8 ? n : 8+(n-8)*5/8).")
 	jvmConcGCDesc = newProcessDesc("jvm_gc_concurrent_threads",
@@ -81,6 +81,7 @@ func jvmCgroup(src *CgroupSource, cg cgroupfs.Cgroup) jvm.CgroupCPU {
 	if cg.HasMemoryLimit {
 		out.MemoryLimitBytes = int64(cg.MemoryLimit)
 	}
+	out.AncestorQuotaUS, out.AncestorPeriodUS, out.AncestorMemoryBytes = src.ancestorLimits(cg.Path)
 	return out
 }
 

@@ -15,7 +15,7 @@ import (
 // counts are exported as the files say (read here independently), on every fixture host;
 // without it none of these series exist (the default series budget).
 func TestMemoryDetail(t *testing.T) {
-	for _, h := range hosts {
+	for _, h := range allHosts() {
 		t.Run(h.name, func(t *testing.T) {
 			cfg := installHost(t, h)
 			for _, detail := range []bool{false, true} {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -245,6 +246,15 @@ type oomCgroup struct {
 	file  string
 	wd    int32
 	kills uint64
+	// lost: a change of memory.events came, but the cgroup was gone before the watcher
+	// could read it (a runtime removes an OOM-killed container's cgroup within a second; a
+	// loaded exporter can be later). parentBase and observedBase are the parent's
+	// hierarchical oom_kill and oomCollector.observed of the parent when the watch began:
+	// what the parent counted since, less what its children were seen to count, is the
+	// lost cgroup's (see attributeLost).
+	lost                     bool
+	parentOK                 bool // parentBase was read
+	parentBase, observedBase uint64
 }
 
 // oomCollector watches memory.events of every watched v2 cgroup with inotify (the kernel
@@ -263,10 +273,13 @@ type oomCollector struct {
 	byWD      map[int32]*oomCgroup
 	byPath    map[string]*oomCgroup
 	unwatched int // candidates of the last sync without a watch (no inotify watch left)
+	// observed sums, by parent path, the increases of oom_kill the watcher read from the
+	// parent's watched children (and attributed to lost ones).
+	observed map[string]uint64
 }
 
 func newOOMv2Collector(env *Env) (Collector, error) {
-	c := &oomCollector{env: env, fd: -1, byWD: map[int32]*oomCgroup{}, byPath: map[string]*oomCgroup{}, retained: newOOMRetained(env.Config)}
+	c := &oomCollector{env: env, fd: -1, byWD: map[int32]*oomCgroup{}, byPath: map[string]*oomCgroup{}, observed: map[string]uint64{}, retained: newOOMRetained(env.Config)}
 	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -304,7 +317,9 @@ func (c *oomCollector) sync(ctx context.Context) {
 		}
 		w := &oomCgroup{cg: cg, dir: dir, file: file, wd: int32(wd)}
 		w.kills, _ = readOOMKills(dir)
+		w.parentBase, w.parentOK = c.readParent(w)
 		c.mu.Lock()
+		w.observedBase = c.observed[parentPath(cg.Path)]
 		c.byWD[w.wd], c.byPath[cg.Path] = w, w
 		c.mu.Unlock()
 		c.retained.forget(cg.Path)
@@ -313,12 +328,93 @@ func (c *oomCollector) sync(ctx context.Context) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.unwatched = unwatched
+	var gone []*oomCgroup
 	for p, w := range c.byPath {
 		if !seen[p] {
-			c.retire(w)
+			gone = append(gone, w)
 		}
+	}
+	c.mu.Unlock()
+	// Discovery may see a removal before the watcher has read the events that preceded it
+	// (a kill just before the runtime's rmdir): such a cgroup is taken as lost.
+	for _, w := range gone {
+		c.retireGone(w, true)
+	}
+}
+
+func parentPath(p string) string { return path.Dir(p) }
+
+// readParent reads the hierarchical oom_kill of w's parent; false for a child of the root
+// (whose kills are the host's, and which has no memory.events) or when it cannot be read.
+func (c *oomCollector) readParent(w *oomCgroup) (uint64, bool) {
+	parent := parentPath(w.cg.Path)
+	if parent == "/" || parent == "." {
+		return 0, false
+	}
+	k, err := readOOMKills(c.env.Cgroups.Layout().Memory.Dir(parent))
+	return k, err == nil
+}
+
+// retireGone retires a watched cgroup that is gone; when a change of its memory.events was
+// (or may have been) lost, its parent's count (read outside the lock) tells what it missed.
+func (c *oomCollector) retireGone(w *oomCgroup, mayBeLost bool) {
+	c.mu.Lock()
+	lost := w.lost || mayBeLost
+	c.mu.Unlock()
+	var parentNow uint64
+	var ok bool
+	var siblings []string
+	if lost && w.parentOK {
+		parentNow, ok = c.readParent(w)
+		siblings, ok = childCgroups(filepath.Dir(w.dir), parentPath(w.cg.Path), ok)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byWD[w.wd] != w {
+		return // retired meanwhile
+	}
+	for _, s := range siblings {
+		// A child the watcher does not watch (a cgroup discovery does not keep: no process,
+		// no limit) may have counted the parent's kills: nothing to attribute.
+		ok = ok && c.byPath[s] != nil
+	}
+	if ok {
+		c.attributeLost(w, parentNow)
+	}
+	c.retire(w)
+}
+
+// childCgroups lists the cgroup paths of the directories in dir (the parent's, at path p).
+func childCgroups(dir, p string, ok bool) ([]string, bool) {
+	if !ok {
+		return nil, false
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, false
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, path.Join(p, e.Name()))
+		}
+	}
+	return out, true
+}
+
+// attributeLost gives a lost cgroup the kills its parent counted since the watch began that
+// no watched child accounts for; retireGone calls it only when every other child of the
+// parent is watched. Exact when the dead container was the only child of its pod killed in
+// that time without being seen; a sibling that was born and killed between two discoveries
+// (or a process of the pod cgroup itself) would be counted against it too. c.mu held.
+func (c *oomCollector) attributeLost(w *oomCgroup, parentNow uint64) {
+	parent := parentPath(w.cg.Path)
+	explained := c.observed[parent] - w.observedBase
+	if parentNow > w.parentBase+explained {
+		extra := parentNow - w.parentBase - explained
+		w.kills += extra
+		c.observed[parent] += extra
 	}
 }
 
@@ -326,6 +422,15 @@ func (c *oomCollector) sync(ctx context.Context) {
 func (c *oomCollector) retire(w *oomCgroup) {
 	delete(c.byWD, w.wd)
 	delete(c.byPath, w.cg.Path)
+	delete(c.observed, w.cg.Path) // as a parent
+	parent := parentPath(w.cg.Path)
+	siblings := false
+	for p := range c.byPath {
+		siblings = siblings || parentPath(p) == parent
+	}
+	if !siblings {
+		delete(c.observed, parent)
+	}
 	_, _ = syscall.InotifyRmWatch(c.fd, uint32(w.wd))
 	c.retained.keep(w.cg, w.kills)
 }
@@ -350,18 +455,21 @@ func (c *oomCollector) events() {
 				continue
 			}
 			if ev.Mask&syscall.IN_MODIFY != 0 {
-				if k, err := readOOMKills(w.dir); err == nil {
-					c.mu.Lock()
-					w.kills = k
-					c.mu.Unlock()
-				}
-			}
-			if ev.Mask&syscall.IN_IGNORED != 0 {
+				k, err := readOOMKills(w.dir)
 				c.mu.Lock()
-				if c.byWD[ev.Wd] == w {
-					c.retire(w)
+				switch {
+				case err == nil:
+					if k > w.kills {
+						c.observed[parentPath(w.cg.Path)] += k - w.kills
+					}
+					w.kills = k
+				default: // gone (ENOENT, or ENODEV for a file opened as kernfs removed it)
+					w.lost = true
 				}
 				c.mu.Unlock()
+			}
+			if ev.Mask&syscall.IN_IGNORED != 0 {
+				c.retireGone(w, false)
 			}
 		}
 	}

@@ -58,17 +58,7 @@ func TestOOMKillsOutliveTheirCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `quota_memory_oom_kills_total{cgroup="` + guaranteed + `",container_id="containerd://` + hexB + `",pod_uid="0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b",qos_class="guaranteed"} 1`
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := scrapeText(t, env, map[string]Collector{"oom": c})
-		if strings.Contains(got, want+"\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want %s\ngot:\n%s", want, got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForSeries(t, env, c, want)
 }
 
 // oomAllocator is a C program that touches 64 MiB and then waits: in a 32 MiB cgroup the

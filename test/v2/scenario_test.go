@@ -63,23 +63,39 @@ var (
 	podE      = pod(burstable, "burstable", "0e0e0e0e-5555-4555-8555-00000000000e")
 	oomed     = container(podE, hexID('f'))
 	restarted = container(podE, hexID('9'))
+	// A second container of pod E is OOM-killed and removed while the exporter is stopped
+	// (SIGSTOP: a watcher that is late, as on a loaded node): its kill comes from the pod's
+	// count (the oom collector's fallback).
+	lateOOM = container(podE, hexID('8'))
 	// A systemd service whose only limit is CPUQuota=30% on its slice.
 	batchSlice = "batch.slice"
 	service    = "batch.slice/nightly-report.service"
 )
 
-// watched are the cgroups whose kernel files the scenario dumps around the scrape.
+// watched are the cgroups whose kernel files the scenario dumps around the scrape: these
+// and the JVMs' (watchedCgroups).
 var watched = []string{
 	"kubepods.slice", burstable, podA.slice, throttled, goOwnLimit, podB.slice, podOnly,
 	podC.slice, arenas, besteffort, podD.slice, idle, batchSlice, service,
 }
 
+func watchedCgroups() []string {
+	out := append([]string{}, watched...)
+	if len(jvmCases) > 0 {
+		out = append(out, podF.slice, podG.slice)
+	}
+	for _, c := range jvmCases {
+		out = append(out, c.cgroup)
+	}
+	return out
+}
+
 // scenario is the script run inside the VM. The workloads are frozen (cgroup.freeze) while
 // the files are read, the exporter scraped and the files read again, so both reads see the
 // same counters; the test still accepts any value between the two reads.
-const startExporter = "/bin/quota_exporter --web.listen-address=127.0.0.1:10137 --process.min-resident=0 --web.disable-exporter-metrics --log.level=warn > /tmp/exporter.log 2>&1 &"
+const startExporter = "/bin/quota_exporter --web.listen-address=127.0.0.1:10137 --process.min-resident=0 --memory.detail --web.disable-exporter-metrics --log.level=warn > /tmp/exporter.log 2>&1 &"
 
-func scenario() string {
+func scenario(jvms []jvmCase) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	for _, g := range []string{throttled, goOwnLimit, podOnly, arenas, idle, service} {
@@ -93,6 +109,7 @@ func scenario() string {
 	set(throttled, "memory.max", fmt.Sprint(128<<20))
 	set(goOwnLimit, "cpu.max", "50000 100000")
 	set(goOwnLimit, "memory.max", fmt.Sprint(256<<20))
+	set(goOwnLimit, "memory.high", fmt.Sprint(192<<20)) // the kubelet's MemoryQoS sets it
 	set(podB.slice, "cpu.max", "50000 100000")
 	set(podB.slice, "memory.max", fmt.Sprint(256<<20))
 	set(podC.slice, "cpu.max", "100000 100000")
@@ -114,13 +131,14 @@ func scenario() string {
 	w("runin %s sh -c 'sleep 1000 | /bin/arenas 8 66 > /tmp/arenas.out'", arenas)
 	w("runin %s sleep 1000", idle)
 	w("runin %s %s", service, burn)
+	jvmScenario(w, jvms)
 	// Ready: both Go programs settled, the C program printed its arenas. Only then the exporter
 	// starts: it keeps a process's malloc layout for 30 s, and a read while the C program was
 	// still allocating would be compared with malloc_info's final numbers.
 	w(`i=0; while [ $i -lt 240 ]; do
 	grep -q settled /tmp/go-own.out 2>/dev/null && grep -q settled /tmp/go-pod.out 2>/dev/null &&
-	grep -q READY /tmp/arenas.out 2>/dev/null && break
-	i=$((i+1)); sleep 0.5; done`)
+	grep -q READY /tmp/arenas.out 2>/dev/null%s && break
+	i=$((i+1)); sleep 0.5; done`, jvmReadyCheck(jvms))
 	w(startExporter)
 	w(`j=0; while [ $j -lt 120 ] && ! wget -q -O /dev/null http://127.0.0.1:10137/metrics; do j=$((j+1)); sleep 0.5; done`)
 	w("echo ready after $i polls, uptime $(cut -d' ' -f1 /proc/uptime)")
@@ -128,7 +146,7 @@ func scenario() string {
 	w("for g in kubepods.slice %s; do echo 1 > $CG/$g/cgroup.freeze; done", batchSlice)
 	w(`for g in kubepods.slice %s; do while ! grep -q 'frozen 1' $CG/$g/cgroup.events; do sleep 0.1; done; done`, batchSlice)
 	w("sleep 0.5")
-	list := strings.Join(watched, " ")
+	list := strings.Join(append([]string{"."}, watchedCgroups()...), " ") // ".": the root, for the fixture
 	w("echo frozen, uptime $(cut -d' ' -f1 /proc/uptime)")
 	w("section files-before dumpcg %s", list)
 	w("echo dumped, uptime $(cut -d' ' -f1 /proc/uptime)")
@@ -155,11 +173,25 @@ func scenario() string {
 	w("sleep 1") // the exporter's discovery is shared for 500 ms: see the new container
 	w("section oom-scrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep oom_kills'")
 	w("section oom-pod-events cat $CG/%s/memory.events", podE.slice)
+	w("mkcg %s", lateOOM)
+	set(lateOOM, "memory.max", fmt.Sprint(64<<20))
+	w("runin %s sleep 1000", lateOOM)
+	w("sleep 0.6; wget -q -O /dev/null http://127.0.0.1:10137/metrics") // watched from here on
+	w("kill -STOP $(pidof quota_exporter)")
+	w("runin %s dd if=/dev/zero of=/dev/null bs=256M count=1", lateOOM)
+	w(`i=0; while ! grep -q 'oom_kill 1' $CG/%s/memory.events && [ $i -lt 600 ]; do i=$((i+1)); sleep 0.05; done`, lateOOM)
+	w("echo 1 > $CG/%s/cgroup.kill; while [ -n \"$(cat $CG/%s/cgroup.procs)\" ]; do sleep 0.05; done; rmdir $CG/%s", lateOOM, lateOOM, lateOOM)
+	w("kill -CONT $(pidof quota_exporter)")
+	w("sleep 1")
+	w("section oom-late-scrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep oom_kills'")
+	w("section oom-late-pod-events cat $CG/%s/memory.events", podE.slice)
 	w("section go-own cat /tmp/go-own.out")
 	w("section go-pod cat /tmp/go-pod.out")
 	w("section arenas cat /tmp/arenas.out")
+	jvmSections(w, jvms)
 	w("section exporter-log cat /tmp/exporter.log")
 	w("section nproc nproc")
+	w("section mountinfo cat /proc/self/mountinfo")
 	w("echo scenario done, uptime $(cut -d' ' -f1 /proc/uptime)")
 	return b.String()
 }
@@ -174,12 +206,15 @@ var (
 func boot(t *testing.T) *vm.Result {
 	t.Helper()
 	host := vm.Find(t)
-	for _, tool := range []string{"go", "gcc", "ldd"} {
+	for _, tool := range []string{"go", "gcc", "ldd", "javac"} {
 		_, err := exec.LookPath(tool)
 		vm.Require(t, err == nil, tool+" not found in PATH")
 	}
+	jdks := findJDKs()
+	vm.Require(t, len(jdks) > 0, "no JDK with jlink (apt package openjdk-17-jdk-headless)")
 	bootOnce.Do(func() {
-		booted, bootErr = bootScenario(host)
+		jvmCases = newJVMCases(jdks)
+		booted, bootErr = bootScenario(host, jdks)
 	})
 	if bootErr != nil {
 		console := ""
@@ -194,7 +229,7 @@ func boot(t *testing.T) *vm.Result {
 	return booted
 }
 
-func bootScenario(host *vm.Host) (*vm.Result, error) {
+func bootScenario(host *vm.Host, jdks []jdk) (*vm.Result, error) {
 	dir, err := os.MkdirTemp("", "quota-v2vm-")
 	if err != nil {
 		return nil, err
@@ -237,11 +272,14 @@ func bootScenario(host *vm.Host) (*vm.Result, error) {
 			return nil, err
 		}
 	}
+	if err := addJVMs(im, dir, jdks); err != nil {
+		return nil, err
+	}
 	// Idle, the VM runs for about 40 s; other work on this 2-core machine can slow software
 	// emulation several times over.
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	res, err := host.Run(ctx, im, scenario())
+	res, err := host.Run(ctx, im, scenario(jvmCases))
 	if res != nil && os.Getenv("QUOTA_V2_CONSOLE") != "" {
 		_ = os.WriteFile(os.Getenv("QUOTA_V2_CONSOLE"), []byte(res.Console), 0o644)
 	}

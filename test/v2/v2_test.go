@@ -164,6 +164,19 @@ var checks = []fileCheck{
 	{"quota_memory_oom_kills_total", nil, "memory.events", "oom_kill", 1, true},
 	{"quota_memory_pressure_waiting_seconds_total", nil, "memory.pressure", "some", 1e-6, true},
 	{"quota_memory_pressure_stalled_seconds_total", nil, "memory.pressure", "full", 1e-6, true},
+	// --memory.detail
+	{"quota_memory_stat_bytes", []string{"type", "anon"}, "memory.stat", "anon", 1, true},
+	{"quota_memory_stat_bytes", []string{"type", "file"}, "memory.stat", "file", 1, true},
+	{"quota_memory_stat_bytes", []string{"type", "kernel"}, "memory.stat", "kernel", 1, false},
+	{"quota_memory_stat_bytes", []string{"type", "sock"}, "memory.stat", "sock", 1, true},
+	{"quota_memory_stat_bytes", []string{"type", "shmem"}, "memory.stat", "shmem", 1, true},
+	{"quota_memory_stat_bytes", []string{"type", "anon_thp"}, "memory.stat", "anon_thp", 1, true},
+	{"quota_memory_events_total", []string{"type", "high"}, "memory.events", "high", 1, true},
+	{"quota_memory_events_total", []string{"type", "max"}, "memory.events", "max", 1, true},
+	{"quota_memory_events_total", []string{"type", "oom"}, "memory.events", "oom", 1, true},
+	{"quota_memory_events_total", []string{"type", "oom_group_kill"}, "memory.events", "oom_group_kill", 1, true},
+	{"quota_memory_peak_bytes", nil, "memory.peak", "", 1, true},
+	{"quota_memory_high_bytes", nil, "memory.high", "", 1, false},
 }
 
 // Every per-cgroup figure the exporter gives for the scenario's cgroups equals the kernel
@@ -171,7 +184,7 @@ var checks = []fileCheck{
 func TestFiguresEqualKernelFiles(t *testing.T) {
 	r := load(t)
 	compared := 0
-	for _, cg := range watched {
+	for _, cg := range watchedCgroups() {
 		// Discovery watches cgroups with a process or a limit of their own; the scenario's
 		// intermediate slices have neither.
 		_, exported := r.scrape.value("quota_cpu_usage_seconds_total", cg, "mode", "user")
@@ -225,7 +238,7 @@ func TestFiguresEqualKernelFiles(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d exported figures of %d cgroups equal the kernel's files", compared, len(watched))
+	t.Logf("%d exported figures of %d cgroups equal the kernel's files", compared, len(watchedCgroups()))
 }
 
 // The throttled container: 2 burners under 0.2 cores are throttled by their own cpu.max,
@@ -422,4 +435,44 @@ func TestOOMKillOutlivesItsCgroup(t *testing.T) {
 		t.Errorf("the pod's hierarchical oom_kill count %v, want 1", n)
 	}
 	t.Logf("removed container: oom kills %v; its pod: 1; restarted container: 0", old)
+
+	// The late watcher: the second container's kill and removal happened while the exporter
+	// was stopped; the pod's count gives it, once, and the first container keeps its 1.
+	late := parseScrape(t, r.res.Section("oom-late-scrape"))
+	t.Logf("pod memory.events after the second kill:\n%s", r.res.Section("oom-late-pod-events"))
+	if n, ok := late.value("quota_memory_oom_kills_total", lateOOM, "container_id", "containerd://"+hexID('8')); !ok || n != 1 {
+		t.Errorf("the container killed and removed while the exporter was stopped: %v (present %v), want 1", n, ok)
+	}
+	if n, _ := late.value("quota_memory_oom_kills_total", oomed); n != 1 {
+		t.Errorf("the first removed container: %v after the second kill, want 1", n)
+	}
+	if n, _ := late.value("quota_memory_oom_kills_total", podE.slice); n != 2 {
+		t.Errorf("the pod's oom_kill %v, want 2", n)
+	}
+}
+
+// --memory.detail on the real v2 files: memory.high is exported where it is set and only
+// there (the Go container's, as the kubelet's MemoryQoS sets it), and the figures of the
+// throttled container's tmpfs file show up as shmem.
+func TestMemoryDetail(t *testing.T) {
+	r := load(t)
+	for _, cg := range watchedCgroups() {
+		high := strings.TrimSpace(r.before[cg+"/memory.high"])
+		got, ok := r.scrape.value("quota_memory_high_bytes", cg)
+		if _, exported := r.scrape.value("quota_memory_usage_bytes", cg); !exported {
+			continue
+		}
+		if (high != "max" && high != "") != ok {
+			t.Errorf("%s: memory.high %q, quota_memory_high_bytes %v (present %v)", cg, high, got, ok)
+		}
+	}
+	if got, _ := r.scrape.value("quota_memory_high_bytes", goOwnLimit); got != 192<<20 {
+		t.Errorf("quota_memory_high_bytes of the Go container %v, want %v", got, 192<<20)
+	}
+	shmem, _ := r.scrape.value("quota_memory_stat_bytes", throttled, "type", "shmem")
+	peak, _ := r.scrape.value("quota_memory_peak_bytes", throttled)
+	t.Logf("throttled container: shmem %v, peak %v", shmem, peak)
+	if shmem < 16<<20 {
+		t.Errorf("the throttled container's 16 MiB tmpfs file: shmem %v", shmem)
+	}
 }

@@ -88,6 +88,35 @@ type CgroupCPU struct {
 	// MemoryLimitBytes is the cgroup memory limit, 0 when unlimited or unknown. It only decides
 	// the default GC (server-class needs 1792 MiB) and ZGC's heap-based worker cap.
 	MemoryLimitBytes int64
+	// AncestorQuotaUS/AncestorPeriodUS are the smallest CPU quota among the cgroup's
+	// ancestors and AncestorMemoryBytes their smallest memory limit (0: none), which JDK 24+
+	// reads (see SeenBy).
+	AncestorQuotaUS, AncestorPeriodUS int64
+	AncestorMemoryBytes               int64
+}
+
+// SeenBy is the cgroup as a JVM of version v sees it. Since JDK 24 (JDK-8322420, not in
+// 17.0.15 or 21 updates so far) HotSpot walks from its cgroup up to the root and takes the
+// lowest CPU and memory limit on the way, so a container whose only limit is its pod's
+// sizes itself for the pod's limit; older JDKs read their own cgroup only and see the
+// host's CPUs. Checked with 17.0.15 and 25.0.3 in the v2 VM (test/v2) and on a v1 host
+// (25.0.3 under a parent's 1-core quota: 1 CPU; 17.0.15: the host's 2). Inside a
+// private cgroup namespace (containerd's default on v2) the JVM's root is its container's
+// cgroup, so it cannot see the pod there: the exporter then reports what this returns,
+// which assumes the walk reaches the pod (see docs/cgroups.md). An unknown version is taken
+// as current.
+func (cg CgroupCPU) SeenBy(v Version) CgroupCPU {
+	if v.Known() && v.Feature < 24 {
+		return cg
+	}
+	if cg.AncestorQuotaUS > 0 && cg.AncestorPeriodUS > 0 && (cg.QuotaUS <= 0 || cg.PeriodUS <= 0 ||
+		float64(cg.AncestorQuotaUS)/float64(cg.AncestorPeriodUS) < float64(cg.QuotaUS)/float64(cg.PeriodUS)) {
+		cg.QuotaUS, cg.PeriodUS = cg.AncestorQuotaUS, cg.AncestorPeriodUS
+	}
+	if m := cg.AncestorMemoryBytes; m > 0 && (cg.MemoryLimitBytes <= 0 || m < cg.MemoryLimitBytes) {
+		cg.MemoryLimitBytes = m
+	}
+	return cg
 }
 
 // CPUSource says which rule produced a CPU count.
@@ -115,8 +144,8 @@ const perCPUShares = 1024
 //     ceil(shares/1024) (shares 1024 or weight 100 mean "not set"); with both, the quota
 //     (or the smaller one with -XX:-PreferContainerQuotaForCPUCount).
 //
-// An unknown version is taken as current (shares ignored). Only the process's own cgroup is
-// seen (parent v2 limits count from JDK 24 on, which this does not model).
+// An unknown version is taken as current (shares ignored). cg is the cgroup as the JVM sees
+// it: CgroupCPU.SeenBy applies the ancestors' limits for JDK 24+.
 func CPUCount(v Version, f Flags, cg CgroupCPU) (int, CPUSource) {
 	if f.ActiveProcessorCount > 0 {
 		return f.ActiveProcessorCount, CPUFromFlag

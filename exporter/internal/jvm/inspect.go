@@ -270,6 +270,7 @@ func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU
 	if cg.Affinity <= 0 {
 		cg.Affinity = st.Affinity
 	}
+	cg = cg.SeenBy(info.Version)
 	info.CPUCount, info.CPUSource = CPUCount(info.Version, info.Flags, cg)
 	info.GC, info.GCSource = info.Flags.GC, "flag"
 	if info.GC == GCZ && (info.Flags.ZGenerational == On || info.Version.Feature >= 24) {

@@ -301,3 +301,30 @@ func TestParseStatus(t *testing.T) {
 		t.Errorf("no NSpid: %+v", st)
 	}
 }
+
+// JDK 24+ sizes itself for the lowest limit on its cgroup's path (JDK-8322420); older JDKs
+// see their own cgroup only. The truth behind it is checked in the v2 VM (test/v2).
+func TestSeenByAncestors(t *testing.T) {
+	podOnly := CgroupCPU{V2: true, Affinity: 4, AncestorQuotaUS: 200000, AncestorPeriodUS: 100000, AncestorMemoryBytes: 512 << 20}
+	own := CgroupCPU{V2: true, Affinity: 4, QuotaUS: 100000, PeriodUS: 100000, MemoryLimitBytes: 256 << 20,
+		AncestorQuotaUS: 200000, AncestorPeriodUS: 100000, AncestorMemoryBytes: 512 << 20}
+	for _, tc := range []struct {
+		name string
+		v    Version
+		cg   CgroupCPU
+		cpus int
+		mem  int64
+	}{
+		{"17.0.15, pod limit only: host CPUs", Version{17, 0, 15}, podOnly, 4, 0},
+		{"21.0.8, pod limit only: host CPUs", Version{21, 0, 8}, podOnly, 4, 0},
+		{"25.0.3, pod limit only: the pod's", Version{25, 0, 3}, podOnly, 2, 512 << 20},
+		{"24, own limit smaller: its own", Version{24, 0, 0}, own, 1, 256 << 20},
+		{"unknown version: current rules", Version{}, podOnly, 2, 512 << 20},
+		{"25 on v1 too", Version{25, 0, 3}, CgroupCPU{Affinity: 4, AncestorQuotaUS: 100000, AncestorPeriodUS: 100000}, 1, 0},
+	} {
+		seen := tc.cg.SeenBy(tc.v)
+		if n, _ := CPUCount(tc.v, NoFlags(), seen); n != tc.cpus || seen.MemoryLimitBytes != tc.mem {
+			t.Errorf("%s: %d CPUs, memory %d; want %d, %d", tc.name, n, seen.MemoryLimitBytes, tc.cpus, tc.mem)
+		}
+	}
+}

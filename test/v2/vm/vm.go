@@ -139,6 +139,11 @@ func NewImage(h *Host, dir string) (*Image, error) {
 	if err := im.AddFile("/bin/busybox", h.Busybox); err != nil {
 		return nil, err
 	}
+	// A root entry, as container images have: HotSpot names its perf data directory
+	// hsperfdata_<user> and keeps perf data in plain memory when the user has no name.
+	if err := im.AddData("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644); err != nil {
+		return nil, err
+	}
 	return im, im.AddData("/init", []byte(initScript), 0o755)
 }
 
@@ -175,7 +180,7 @@ dumpcg() {
 	for g in "$@"; do
 		for f in "$CG/$g"/*; do
 			[ -f "$f" ] && [ -r "$f" ] || continue
-			case "${f##*/}" in cgroup.procs|*.pressure|cpu.stat|cpu.max|cpu.max.burst|cpu.weight|cpuset.cpus.effective|memory.current|memory.max|memory.high|memory.peak|memory.stat|memory.events) ;; *) continue ;; esac
+			case "${f##*/}" in cgroup.controllers|cgroup.procs|*.pressure|cpu.stat|cpu.max|cpu.max.burst|cpu.weight|cpuset.cpus.effective|memory.current|memory.max|memory.high|memory.peak|memory.stat|memory.events) ;; *) continue ;; esac
 			echo "--- $g/${f##*/}"; cat "$f" 2>&1
 		done
 	done
@@ -226,6 +231,54 @@ func (im *Image) AddBinary(dst, src string) error {
 		}
 	}
 	return nil
+}
+
+// AddTree copies the directory src to dst (a jlinked Java runtime), and the shared libraries
+// that its ELF files link from outside src (ldd), at their absolute paths.
+func (im *Image) AddTree(dst, src string) error {
+	libs := map[string]bool{}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if err := im.AddFile(filepath.Join(dst, rel), p); err != nil {
+			return err
+		}
+		if magic, _ := readMagic(p); magic != "\x7fELF" {
+			return nil
+		}
+		out, err := exec.Command("ldd", p).CombinedOutput()
+		if err != nil { // static, or not loadable here
+			return nil
+		}
+		for _, m := range lddPath.FindAllStringSubmatch(string(out), -1) {
+			if !strings.HasPrefix(m[1], src+"/") {
+				libs[m[1]] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for lib := range libs {
+		if err := im.AddFile(lib, lib); err != nil {
+			return fmt.Errorf("library of %s: %w", src, err)
+		}
+	}
+	return nil
+}
+
+func readMagic(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b := make([]byte, 4)
+	n, _ := io.ReadFull(f, b)
+	return string(b[:n]), nil
 }
 
 // pack writes the image as a newc cpio archive with busybox's own cpio (the machine has no
