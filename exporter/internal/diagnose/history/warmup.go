@@ -71,6 +71,7 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 			p := &w.Processes[j]
 			k := w.Cgroup + "\xff" + p.Name
 			var warm, steady phase
+			var pending float64 // seconds of steps since the counters last changed
 			for t := r.Start.Add(step); !t.After(r.End); t = t.Add(step) {
 				t1, t0 := model.TimeFromUnixNano(t.UnixNano()), model.TimeFromUnixNano(t.Add(-step).UnixNano())
 				start, ok := starts[k][t1]
@@ -90,11 +91,28 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 				ph.throttled += thr
 				ph.throttledPeriods += tp
 				ph.periods += pp
+				// A step without a new scrape shows no change; the next one that does covers both.
+				if c == 0 && pp == 0 {
+					pending += step.Seconds()
+					continue
+				}
+				if tp > 0 {
+					ph.held.seconds += pending + step.Seconds()
+					ph.held.cpu += c
+					ph.held.throttled += thr
+				}
+				pending = 0
 			}
 			if warm.seconds == 0 {
 				continue
 			}
-			wu := &diagnose.WarmupFacts{AgeSeconds: warm.seconds, Cores: warm.cpu / warm.seconds, ThrottledCores: warm.throttled / warm.seconds, ThrottledShare: warm.share()}
+			// The demand is measured while the limit held the process back: warm-up steps
+			// after the JIT has settled (a warm-up shorter than the window) would dilute it.
+			used, held := warm.cpu/warm.seconds, warm.throttled/warm.seconds
+			if warm.held.seconds > 0 {
+				used, held = warm.held.cpu/warm.held.seconds, warm.held.throttled/warm.held.seconds
+			}
+			wu := &diagnose.WarmupFacts{AgeSeconds: warm.seconds, Cores: used, ThrottledCores: held, ThrottledShare: warm.share()}
 			if steady.seconds > 0 {
 				wu.Steady, wu.SteadyCores, wu.SteadyThrottledShare = true, steady.cpu/steady.seconds, steady.share()
 			}
@@ -104,8 +122,12 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 	return nil
 }
 
-// phase sums a process's steps in warm-up or after it.
-type phase struct{ seconds, cpu, throttled, throttledPeriods, periods float64 }
+// phase sums a process's steps in warm-up or after it; held sums the steps in which its
+// limiting cgroup was throttled.
+type phase struct {
+	seconds, cpu, throttled, throttledPeriods, periods float64
+	held                                               struct{ seconds, cpu, throttled float64 }
+}
 
 func (p phase) share() float64 {
 	if p.periods <= 0 {
