@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
@@ -56,13 +58,13 @@ type CgroupSource struct {
 
 	names *PodNames // nil: no Kubernetes names
 
-	// settingsMu guards settings and settingsReads, never a read: each cgroup's files are
-	// read by one caller at a time (settingsReads), outside the lock, under settingsBudget and
+	// settingsMu guards settings, never a read: each cgroup's files are read by one caller
+	// at a time (settingsReads, keyed by path), outside the lock, under settingsBudget and
 	// the settings gate, and concurrent callers wait for that read only.
 	settingsMu    sync.Mutex
-	settings      map[string]cpuSettings   // by cgroup path
-	settingsReads map[string]chan struct{} // reads in progress, closed when done
-	settingsGate  *procread.Gate           // when the discovery gate (opts.Gate) is not set
+	settings      map[string]cpuSettings // by cgroup path
+	settingsReads singleflight.Group
+	settingsGate  *procread.Gate // when the discovery gate (opts.Gate) is not set
 }
 
 // NewCgroupSource reads the hierarchy layout from mountinfo.
@@ -83,11 +85,11 @@ func NewCgroupSource(cfg Config, logger *slog.Logger, errs *ErrorCounter) (*Cgro
 		bare = cgroupfs.RuntimeContainerd
 	}
 	return &CgroupSource{
-		layout:   layout,
-		opts:     cgroupfs.WalkOptions{Keep: pathFilter(cfg.CgroupInclude, cfg.CgroupExclude), BareRuntime: bare, Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
-		errors:   errs,
-		maxAge:   discoveryMaxAge,
-		settings: map[string]cpuSettings{}, settingsReads: map[string]chan struct{}{},
+		layout:       layout,
+		opts:         cgroupfs.WalkOptions{Keep: pathFilter(cfg.CgroupInclude, cfg.CgroupExclude), BareRuntime: bare, Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
+		errors:       errs,
+		maxAge:       discoveryMaxAge,
+		settings:     map[string]cpuSettings{},
 		settingsGate: procread.NewGate(discoveryErrors),
 	}, nil
 }
@@ -200,17 +202,12 @@ func (s *CgroupSource) Settings(cg cgroupfs.Cgroup, report bool) (cpuSettings, e
 	s.settingsMu.Lock()
 	st, ok := s.settings[cg.Path]
 	if !ok || time.Since(st.at) >= settingsMaxAge {
-		done, reading := s.settingsReads[cg.Path]
-		if !reading {
-			done = make(chan struct{})
-			s.settingsReads[cg.Path] = done
-		}
 		s.settingsMu.Unlock()
-		if reading {
-			<-done // the reader returns within settingsBudget
-		} else {
-			s.readSettings(cg, done)
-		}
+		// The read returns within settingsBudget; callers that arrive meanwhile share it.
+		_, _, _ = s.settingsReads.Do(cg.Path, func() (any, error) {
+			s.readSettings(cg)
+			return nil, nil
+		})
 		s.settingsMu.Lock()
 		st, ok = s.settings[cg.Path]
 	}
@@ -223,9 +220,8 @@ func (s *CgroupSource) Settings(cg cgroupfs.Cgroup, report bool) (cpuSettings, e
 	return st, err
 }
 
-// readSettings reads cg's settings under the budget and the gate, stores the result and
-// closes done.
-func (s *CgroupSource) readSettings(cg cgroupfs.Cgroup, done chan struct{}) {
+// readSettings reads cg's settings under the budget and the gate and stores the result.
+func (s *CgroupSource) readSettings(cg cgroupfs.Cgroup) {
 	type result struct {
 		st  cpuSettings
 		err error
@@ -242,8 +238,6 @@ func (s *CgroupSource) readSettings(cg cgroupfs.Cgroup, done chan struct{}) {
 	cancel()
 	s.settingsMu.Lock()
 	defer s.settingsMu.Unlock()
-	delete(s.settingsReads, cg.Path)
-	defer close(done)
 	st := s.settings[cg.Path] // the last settings read, or none; still due for a re-read
 	switch {
 	case errors.Is(gateErr, procread.ErrStuck): // counted when it timed out

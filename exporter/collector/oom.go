@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
@@ -158,27 +159,15 @@ func oomWatchLoop(ctx context.Context, done chan<- struct{}, s *oomSyncer) {
 // half of what is left of the scrape), so a file blocked in the kernel leaves that scrape
 // with the counts it has, and later scrapes join the same run instead of starting more.
 type oomSyncer struct {
-	sync    func(context.Context)
-	mu      sync.Mutex
-	running chan struct{} // closed when the current run ends; nil when idle
+	sync func(context.Context)
+	runs singleflight.Group
 }
 
-func (s *oomSyncer) start(ctx context.Context) <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running != nil {
-		return s.running
-	}
-	done := make(chan struct{})
-	s.running = done
-	go func() {
-		defer close(done)
+func (s *oomSyncer) start(ctx context.Context) <-chan singleflight.Result {
+	return s.runs.DoChan("sync", func() (any, error) {
 		s.sync(ctx)
-		s.mu.Lock()
-		s.running = nil
-		s.mu.Unlock()
-	}()
-	return done
+		return nil, nil
+	})
 }
 
 // await starts or joins a sync and waits for it within the scrape's budget; it returns

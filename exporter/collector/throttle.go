@@ -319,11 +319,16 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 			ratio: newHistogram(ratioBuckets), seconds: newHistogram(scaled(secondsBuckets, c.window)),
 		})
 	}
+	removed := false
 	for p, s := range c.series {
 		if forget && s.lastSeenGeneration != generation {
 			c.release(s)
 			delete(c.series, p)
+			removed = true
 		}
+	}
+	if removed {
+		c.relink()
 	}
 	room := c.fdBudget - c.open
 	c.mu.Unlock()
@@ -344,7 +349,9 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 	for _, s := range fresh {
 		c.series[s.cg.Path] = s
 	}
-	c.relink()
+	if len(fresh) > 0 { // each scrape adopts its discovery: mostly no change
+		c.relink()
+	}
 	c.mu.Unlock()
 }
 
