@@ -306,10 +306,15 @@ func checkStallTrace(t *testing.T, res *vm.Result, mode string) {
 		dcount, dsum := st.expCount[1]-st.expCount[0], st.expSum[1]-st.expSum[0]
 		t.Logf("%s: exporter's histogram: %v stalls, total %.3fs between its scrapes; the trace: %d-%d stalls, %v-%v",
 			c.cgroup, dcount, dsum, elo.n, ehi.n, elo.total, ehi.total)
-		if st.expCount[1] == 0 || dcount < float64(elo.n) || dcount > float64(ehi.n) {
+		// One stall either way at the window's edges: the scenario stamps its scrapes from a
+		// shell under emulation, and twice a run's exporter counted 62 where the trace placed
+		// 60-61 between them (the extra stall ended 50 ms after the scrape's stamp). The sum
+		// then allows that stall's length too.
+		extra := max(0, dcount-float64(ehi.n), float64(elo.n)-dcount)
+		if st.expCount[1] == 0 || extra > 1 {
 			t.Errorf("%s: the exporter counted %v stalls between its scrapes, the trace %d-%d:\n%s\nlog:\n%s",
 				c.cgroup, dcount, elo.n, ehi.n, text, res.Section("stall-exporter-log"))
-		} else if tol := 0.01*ehi.total.Seconds() + 0.5e-3*dcount; dsum < elo.total.Seconds()-tol || dsum > ehi.total.Seconds()+tol {
+		} else if tol := 0.01*ehi.total.Seconds() + 0.5e-3*dcount + extra*maxStall.Seconds(); dsum < elo.total.Seconds()-tol || dsum > ehi.total.Seconds()+tol {
 			// Two programs on the same hooks (the exporter's and the trace's) take their own
 			// timestamps: under emulation each stall's two readings differ by up to ~0.2 ms.
 			t.Errorf("%s: the exporter's stalls total %.6fs between its scrapes, the trace's %v-%v (±%.4fs)", c.cgroup, dsum, elo.total, ehi.total, tol)
