@@ -41,14 +41,7 @@ func allRuntimeCollectors(t *testing.T, env *Env) map[string]Collector {
 // stdoutLines starts cmd and returns a channel of its output lines.
 func stdoutLines(t *testing.T, cmd *exec.Cmd) <-chan string {
 	t.Helper()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	out := testutil.StartPiped(t, cmd)
 	lines := make(chan string, 1024)
 	go func() {
 		s := bufio.NewScanner(out)

@@ -161,8 +161,13 @@ func jvmScenario(w func(string, ...any), cases []jvmCase) {
 	set(podF.slice, "memory.max", fmt.Sprint(own*256<<20))
 	set(podG.slice, "cpu.max", "200000 100000")
 	set(podG.slice, "memory.max", fmt.Sprint(512<<20))
+	// One at a time: a JVM starting while another cleans up /tmp/hsperfdata_root can find its
+	// new file locked by that one and give up on it (JDK-8286030's flock protocol; seen in CI:
+	// "Cannot use file ... locked by another process", the file left empty). The exporter's
+	// handling of that is TestPerfDataFileLockedByAnother's; this test wants every JVM's data.
 	for _, c := range cases {
 		w("runin %s sh -c '/%s/bin/java %s -cp /probe JvmProbe > /tmp/jvm-%s.out 2>&1'", c.cgroup, c.jdk.name(), jvmOptions, c.out())
+		w("i=0; while [ $i -lt 240 ] && ! grep -q READY /tmp/jvm-%s.out 2>/dev/null; do i=$((i+1)); sleep 0.25; done", c.out())
 	}
 }
 
@@ -178,7 +183,7 @@ func jvmReadyCheck(cases []jvmCase) string {
 // jvmSections prints what each JVM said of itself.
 func jvmSections(w func(string, ...any), cases []jvmCase) {
 	for _, c := range cases {
-		w(`section jvm-%s grep -E '^(cpus|version)=| (ParallelGCThreads|ConcGCThreads|CICompilerCount|ActiveProcessorCount|UseG1GC|UseContainerSupport) |^Error|Exception' /tmp/jvm-%s.out`, c.out(), c.out())
+		w(`section jvm-%s grep -E '^(cpus|version)=| (ParallelGCThreads|ConcGCThreads|CICompilerCount|ActiveProcessorCount|UseG1GC|UseContainerSupport) |^Error|Exception|\[(warning|error)\]' /tmp/jvm-%s.out`, c.out(), c.out())
 	}
 }
 
@@ -235,7 +240,6 @@ func TestJVMInVM(t *testing.T) {
 	if len(jvmCases) == 0 {
 		t.Fatal("no JDK with jlink found")
 	}
-	rescrape := parseScrape(t, r.res.Section("jvm-rescrape"))
 	for _, c := range jvmCases {
 		p := printed(r.res.Section("jvm-" + c.out()))
 		if p["cpus"] == "" {
@@ -263,16 +267,9 @@ func TestJVMInVM(t *testing.T) {
 				t.Errorf("JDK %s, %s: %s = %v (present %v), the JVM says %s = %q", p["version"], where, m.metric, got, ok, m.printed, p[m.printed])
 			}
 		}
-		// Perf data read in the scrape, or at least in the one right after it: a single miss
-		// is logged with the exporter's reason (the log says why, at info level).
 		if v, _ := r.scrape.value("quota_jvm_perfdata_available", c.cgroup); v != 1 {
-			again, _ := rescrape.value("quota_jvm_perfdata_available", c.cgroup)
-			report := t.Errorf
-			if again == 1 {
-				report = t.Logf
-			}
-			report("JDK %s, %s: perf data not read in the scrape (read in the next one: %v); exporter log:\n%s",
-				p["version"], where, again == 1, r.res.Section("exporter-log"))
+			t.Errorf("JDK %s, %s: perf data not read; the JVM said:\n%s\nexporter log:\n%s",
+				p["version"], where, r.res.Section("jvm-"+c.out()), r.res.Section("exporter-log"))
 		}
 		t.Logf("JDK %s, %s: the JVM sees %s CPUs (ParallelGCThreads %s, ConcGCThreads %s, CICompilerCount %s); VM CPUs %s",
 			p["version"], where, p["cpus"], p["ParallelGCThreads"], p["ConcGCThreads"], p["CICompilerCount"], vm2)

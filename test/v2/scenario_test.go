@@ -155,10 +155,6 @@ func scenario(jvms []jvmCase) string {
 	w("echo scraped, uptime $(cut -d' ' -f1 /proc/uptime)")
 	w("section files-after dumpcg %s", list)
 	w("section arenas-maps cat /proc/$(pidof arenas)/maps")
-	// A second look at the JVMs' perf data, for TestJVMInVM to tell a one-scrape miss from a
-	// lasting one (one CI run saw a JVM's perf data missing from the scrape above).
-	w("section jvm-rescrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep ^quota_jvm_perfdata_available'")
-	w("sleep 0.6") // past the shared discovery: the next scrape must see the new container
 	w("for g in kubepods.slice %s; do echo 0 > $CG/$g/cgroup.freeze; done", batchSlice)
 	// The OOM kill: watched by the exporter first (a scrape), then killed; the cgroup is removed
 	// 200 ms after the kill, a new container cgroup created, and the exporter scraped again.

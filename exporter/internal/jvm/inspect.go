@@ -197,6 +197,8 @@ func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU
 		var ue *UnavailableError
 		if errors.As(err, &ue) {
 			// not the process's own regular file: reported as unreadable below
+		} else if err == nil && len(b) == 0 {
+			err = &UnavailableError{Reason: ReasonEmpty, Err: errEmptyFile}
 		} else if err == nil {
 			snap, err = c.snap.Reparse(b)
 			if err != nil {

@@ -32,7 +32,17 @@ const (
 	ReasonUnreadable Reason = "unreadable"      // permission denied
 	ReasonStale      Reason = "stale"           // left by an earlier process with this pid
 	ReasonInvalid    Reason = "invalid"         // not a perf data file
+	ReasonEmpty      Reason = "empty"           // the JVM gave up on its file (see errEmptyFile)
 )
+
+// errEmptyFile explains ReasonEmpty. HotSpot creates its file empty, locks it (flock) and only
+// then sizes it; a JVM that cannot take the lock logs "Cannot use file ... locked by another
+// process" and keeps its perf data in private memory for the rest of its life. Another JVM
+// starting at the same moment in a shared /tmp takes that lock for a moment while it cleans up
+// files of dead JVMs (JDK-8286030): JVMs started together in one container, or in containers
+// sharing an emptyDir at /tmp, can lose their perf data this way.
+var errEmptyFile = errors.New("the file is empty: the JVM is creating it, or gave up on it and keeps its perf data in private memory until it restarts " +
+	"(another JVM starting at the same moment in a shared /tmp held the file's lock, JDK-8286030)")
 
 // UnavailableError reports absent perf data with its reason; Err is the underlying error, if any
 // (errors.Is(err, os.ErrPermission) works through it).

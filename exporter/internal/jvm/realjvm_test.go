@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -367,14 +368,7 @@ func TestSharesRule(t *testing.T) {
 			cg := testutil.NewCgroup(t, "jvm-shares", testutil.CgroupOptions{})
 			cg.Write("cpu", "cpu.shares", "512")
 			cmd := cg.Command(java, "-cp", classes, "QuotaBusy", "idle")
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			out := testutil.StartPiped(t, cmd)
 			line, err := bufio.NewReader(out).ReadString('\n')
 			m := readyLine.FindStringSubmatch(line)
 			if err != nil || m == nil {
@@ -463,14 +457,7 @@ func TestNoPasswdEntry(t *testing.T) {
 	}
 	cmd := exec.Command(testutil.LookPath(t, "java"), "-cp", classes, "QuotaBusy", "idle")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	out := testutil.StartPiped(t, cmd)
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !readyLine.MatchString(line) {
 		t.Fatalf("%q %v", line, err)
 	}
@@ -484,4 +471,68 @@ func TestNoPasswdEntry(t *testing.T) {
 	if info.Main != "QuotaBusy" {
 		t.Errorf("main %q", info.Main)
 	}
+}
+
+// A JVM that finds its perf data file locked by another process gives up on the file and
+// keeps its perf data in private memory (HotSpot's flock protocol, JDK-8286030): JVMs starting
+// together in a shared /tmp do this to each other by chance. The file stays empty, and the
+// exporter says so instead of calling it corrupt. The race is made certain here: the JVM's
+// launcher stops itself before exec, the test creates and locks the file named by its pid,
+// then lets it run.
+func TestPerfDataFileLockedByAnother(t *testing.T) {
+	classes := compileQuotaBusy(t)
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `kill -STOP $$; exec "$0" "$@"`, testutil.LookPath(t, "java"),
+		"-Xshare:auto", "-cp", classes, "QuotaBusy", "idle")
+	out := testutil.StartPiped(t, cmd)
+	pid := cmd.Process.Pid
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if _, rest, ok := strings.Cut(string(b), ") "); ok && strings.HasPrefix(rest, "T") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the launcher did not stop: %q", b)
+		}
+	}
+	dir := filepath.Join(os.TempDir(), "hsperfdata_"+me.Username)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, strconv.Itoa(pid))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil { // the test's own child
+		t.Fatal(err)
+	}
+	var said []string
+	s := bufio.NewScanner(out)
+	for s.Scan() && !readyLine.MatchString(s.Text()) {
+		said = append(said, s.Text())
+	}
+	if !strings.Contains(strings.Join(said, "\n"), "locked by another process") {
+		t.Fatalf("the JVM did not report losing the lock; it said %q", said)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // too late for the JVM: it decided at start
+	info, err := Inspect(context.Background(), "/proc", pid, CgroupCPU{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.PerfDataAvailable() || info.Unavailable == nil || info.Unavailable.Reason != ReasonEmpty {
+		t.Fatalf("perf data %v, unavailable %v; want reason %q", info.PerfDataAvailable(), info.Unavailable, ReasonEmpty)
+	}
+	if info.Main != "QuotaBusy" || info.Version.Feature == 0 {
+		t.Errorf("main %q version %v: flags and version should come from the cmdline and release file", info.Main, info.Version)
+	}
+	t.Logf("JVM: %s; exporter: %v", strings.Join(said, " "), info.Unavailable)
 }

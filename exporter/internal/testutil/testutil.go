@@ -58,3 +58,18 @@ func ReadGzip(t testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// StartPiped starts cmd with its stdout piped to the caller; the process is killed and
+// reaped when the test ends.
+func StartPiped(t testing.TB, cmd *exec.Cmd) io.Reader {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return out
+}
