@@ -27,7 +27,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
@@ -131,6 +131,14 @@ bench-node: build
 	set -e; cd test && $(GO) build -o ../bin/benchnode ./benchnode/cmd/benchnode && cd ..; \
 	if [ '$(NODE_EXPORTER)' = bin/node_exporter ]; then cd tools && $(GO) build -o ../bin/node_exporter github.com/prometheus/node_exporter && cd ..; fi; \
 	./bin/benchnode -n '$(N)' -exporter '$(EXPORTER)' $(if $(NODE_EXPORTER),-node-exporter '$(NODE_EXPORTER)') $(BENCH_NODE_ARGS)
+
+# The same benchmark inside the cgroup v2 VM (test/v2, qemu; root): N_V2 real v2 quota
+# cgroups, the exporter with its defaults, the floor of the same v2 files. Times are those of
+# the emulated CPU (TCG here): compare them with the floor of the same run. Results in bin/bench-node-v2/.
+N_V2 ?= 1000
+bench-node-v2: deps-apt
+	cd test && QUOTA_BENCH_V2=1 QUOTA_BENCH_V2_N=$(N_V2) QUOTA_BENCH_V2_OUT=$(CURDIR)/bin/bench-node-v2 \
+	  $(GO) test -count=1 -timeout 45m -v -run '^TestBenchNodeInVM$$' ./v2/
 
 # Renders dashboards/*.json and alerts/*.yaml from mixin/.
 mixin:

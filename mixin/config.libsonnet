@@ -38,12 +38,13 @@
 
     // Thresholds, named by what they mean.
     warmupThrottledPeriodsRatio: 0.5,  // share of CFS periods throttled while warming up
-    // A frozen second: one in which more than 90% of the CFS periods were throttled (from the
-    // exporter's per-second sampler, whatever --throttle.window is). One 3 s freeze per minute
-    // is 30 frozen seconds per 10 minutes; steady 20% throttling has none.
+    // A frozen window: one window of the exporter's throttling sampler (--throttle.window, 1 s
+    // by default) in which more than 90% of the CFS periods were throttled. The thresholds count
+    // windows, i.e. seconds at the default window (scale them with a longer one). One 3 s freeze
+    // per minute is 30 frozen windows per 10 minutes; steady 20% throttling has none.
     frozenSecondsPer10m: 10,
     throttledPeriodsRatioForCause: 0.1,  // "the cgroup is being throttled" when blaming a cause
-    frozenSecondsForCause: 3,  // or: this many frozen seconds in 10 minutes
+    frozenSecondsForCause: 3,  // or: this many frozen windows in 10 minutes
     gcThreadsPerLimitCore: 2,  // parallel GC threads per core of CPU limit
     goMaxProcsPerLimitCore: 2,  // GOMAXPROCS per core of CPU limit (and more than Go's minimum of 2)
     goSTWPauseP99Seconds: 0.01,  // p99 Go stop-the-world pause over 10m (--collector.gopause)

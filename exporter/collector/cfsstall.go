@@ -18,7 +18,7 @@ import (
 func init() {
 	register("cfsstall", false, "length of every CFS bandwidth stall per cgroup, from a BPF program on the kernel's throttle and unthrottle paths "+
 		"(needs CAP_BPF and CAP_PERFMON and a kernel with BTF; reports why once and exports nothing where it cannot attach)",
-		newCfsStallCollector, stallSecondsDesc, stallLostDesc)
+		newCfsStallCollector, stallSecondsDesc, stallLostDesc, stallAvailableDesc)
 }
 
 // stallBuckets: from a 1 ms stall (a nearly-unthrottled period) to 2 s (a multi-period
@@ -32,6 +32,9 @@ var (
 			"which sums the CPUs). Measured by a BPF program on throttle_cfs_rq/unthrottle_cfs_rq (--collector.cfsstall).")
 	stallLostDesc = prometheus.NewDesc(namespace+"_exporter_cfsstall_lost_total",
 		"quota_exporter: stalls the BPF program could not report (its ring buffer or maps were full).", nil, nil)
+	stallAvailableDesc = prometheus.NewDesc(namespace+"_exporter_cfsstall_available",
+		"quota_exporter: 1 if the CFS stall BPF program is attached; 0 without CAP_BPF/CAP_PERFMON, BTF or a traceable kernel "+
+			"(the reason is logged once; the throttle collector's per-second sampler still covers throttling).", nil, nil)
 )
 
 // stallForget drops the histogram of a cgroup id that discovery has not shown for this
@@ -109,8 +112,10 @@ func (c *cfsStallCollector) Close() {
 
 func (c *cfsStallCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	if c.tracer == nil {
+		ch <- prometheus.MustNewConstMetric(stallAvailableDesc, prometheus.GaugeValue, 0)
 		return nil
 	}
+	ch <- prometheus.MustNewConstMetric(stallAvailableDesc, prometheus.GaugeValue, 1)
 	byID := c.cgroupIDs(ctx)
 	now := time.Now()
 	c.mu.Lock()

@@ -177,7 +177,7 @@ local utils = import '../lib/utils.libsonnet';
             c.stallsFor,
             'A cgroup is frozen by CPU throttling for seconds at a time.',
             where + ' was frozen (more than 90% of the CFS periods throttled) in {{ $value | printf "%.0f" }} '
-            + 'one-second sampler windows of the last 10 minutes; over 5 minutes it was throttled in '
+            + 'sampler windows (1 s each at the default --throttle.window) of the last 10 minutes; over 5 minutes it was throttled in '
             + throttledShare + ' of periods with a ' + limitCores + '-core limit, which an average hides. '
             + qIf('time() - cgroup:quota_process_start_time_seconds:top_cpu{@CG}',
                   'The process using most of its CPU, {{ with first . }}{{ .Labels.process }}{{ end }}, started '

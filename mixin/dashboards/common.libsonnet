@@ -116,7 +116,8 @@ local var = g.dashboard.variable;
       + ts.standardOptions.override.byRegexp.withProperty('color', { mode: 'fixed', fixedColor: 'red' }),
     ]),
 
-  // A table of instant queries merged on their labels: columns = [[header, expr, unit], ...].
+  // A table of instant queries merged on their labels: columns = [[header, expr, unit], ...],
+  // or [header, expr, unit, noValue] for a column whose series is absent at its default.
   // Columns with a null header are joined only for their labels (e.g. runtime).
   table(title, description, columns, sortBy, width=24, height=12)::
     local t = g.panel.table;
@@ -146,6 +147,7 @@ local var = g.dashboard.variable;
     + t.standardOptions.withOverrides([
       t.standardOptions.override.byName.new(col[0])
       + t.standardOptions.override.byName.withProperty('unit', col[2])
+      + (if std.length(col) > 3 then t.standardOptions.override.byName.withProperty('noValue', col[3]) else {})
       for col in columns
       if col[0] != null
     ])

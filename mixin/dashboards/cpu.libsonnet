@@ -132,13 +132,14 @@ local common = import 'common.libsonnet';
           'CPU settings and QoS class',
           'The CFS limit, period, burst allowance, weight (shares) and cpuset size of each cgroup, with its '
           + 'Kubernetes QoS class. Guaranteed (request = limit) pods cannot burst during warm-up; Burstable pods '
-          + 'with limit above request can.',
+          + 'with limit above request can. The exporter leaves out a period of 0.1 s, no burst allowance and a '
+          + 'cpuset of every CPU (the defaults): those cells say so.',
           [
             ['Limit (cores)', 'max by (%s, qos_class) (quota_cpu_limit_cores{%s})' % [by, s], 'short'],
-            ['Period', 'max by (%s, qos_class) (quota_cpu_period_seconds{%s})' % [by, s], 's'],
-            ['Burst (cores)', 'max by (%s, qos_class) (quota_cpu_burst_limit_cores{%s})' % [by, s], 'short'],
+            ['Period', 'max by (%s, qos_class) (quota_cpu_period_seconds{%s})' % [by, s], 's', '0.1 s (default)'],
+            ['Burst (cores)', 'max by (%s, qos_class) (quota_cpu_burst_limit_cores{%s})' % [by, s], 'short', 'none'],
             ['Weight', 'max by (%s, qos_class) (quota_cpu_weight{%s})' % [by, s], 'short'],
-            ['cpuset CPUs', 'max by (%s, qos_class) (quota_cpu_cpuset_cpus{%s})' % [by, s], 'short'],
+            ['cpuset CPUs', 'max by (%s, qos_class) (quota_cpu_cpuset_cpus{%s})' % [by, s], 'short', 'all'],
           ],
           'Limit (cores)',
           width=12,

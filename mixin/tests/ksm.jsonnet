@@ -1,7 +1,8 @@
 // The rules and alerts with Kubernetes names joined from kube-state-metrics
-// (_config.kubeNamesSource), for mixin/tests/ksm_test.yaml. `make test-mixin` renders them
+// (_config.kubeNamesSource), and QuotaExporterMissing judged per node from kube_node_info
+// (_config.exporterMissingUsesKubeStateMetrics), for mixin/tests/ksm_test.yaml. `make test-mixin` renders them
 // with `jsonnet -S -m DIR` next to a copy of that test file.
-local mixin = (import '../mixin.libsonnet') + { _config+:: { kubeNamesSource: 'kube-state-metrics' } };
+local mixin = (import '../mixin.libsonnet') + { _config+:: { kubeNamesSource: 'kube-state-metrics', exporterMissingUsesKubeStateMetrics: true } };
 local yaml(x) = std.manifestYamlDoc(x, indent_array_in_object=false, quote_keys=false) + '\n';
 
 {

@@ -15,19 +15,32 @@ import (
 // close; getdents for the walks), on one locked thread, measured with CLOCK_THREAD_CPUTIME_ID. It is
 // what no exporter reading these files can beat; the ratio to it is the exporter's overhead.
 //
-// The files are those the current exporter reads for a v1 cgroup (cgroupfs and the cpu,
-// memory and process collectors): discovery's cgroup.procs, quota, period and memory limit,
-// the cpu collector's cpu.stat and cpuacct.stat, the memory collector's usage, memory.stat
-// and memory.oom_control, and stat and status of every process. Settings cached for 30 s
-// (shares, burst, cpuset) are left out.
+// The files are those the current exporter reads for a cgroup (cgroupfs and the cpu,
+// memory and process collectors). v1: discovery's cgroup.procs, quota, period and memory
+// limit, the cpu collector's cpu.stat and cpuacct.stat, the memory collector's usage,
+// memory.stat and memory.oom_control. v2: cgroup.procs, cpu.max, cpu.stat, cpu.pressure,
+// memory.max, memory.current, memory.stat, memory.events, memory.pressure. And stat and
+// status of every process. Settings cached for 30 s (shares or weight, burst, cpuset) are
+// left out.
 var (
-	floorFiles = map[string][]string{
+	floorFilesV1 = map[string][]string{
 		"cpu":     {"cgroup.procs", "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.stat"},
 		"cpuacct": {"cpuacct.stat"},
 		"memory":  {"memory.limit_in_bytes", "memory.usage_in_bytes", "memory.stat", "memory.oom_control"},
 	}
+	floorFilesV2 = map[string][]string{
+		"unified": {"cgroup.procs", "cpu.max", "cpu.stat", "cpu.pressure",
+			"memory.max", "memory.current", "memory.stat", "memory.events", "memory.pressure"},
+	}
 	floorProcFiles = []string{"stat", "status"}
 )
+
+func floorFiles() map[string][]string {
+	if Unified() {
+		return floorFilesV2
+	}
+	return floorFilesV1
+}
 
 // Floor is the read floor of one scrape and of one sampler window, in CPU milliseconds
 // (median of Repeats runs).
@@ -107,9 +120,9 @@ func threadCPU() int64 {
 	return ts.Nano()
 }
 
-// readOnce walks the three hierarchies and /proc and reads every floor file once.
+// readOnce walks the hierarchies (three on v1, one on v2) and /proc and reads every floor file once.
 func readOnce(buf []byte) (dirs, files, procs int, err error) {
-	for ctl, names := range floorFiles {
+	for ctl, names := range floorFiles() {
 		var walk func(dir string) error
 		walk = func(dir string) error {
 			dirs++
@@ -202,16 +215,21 @@ func subdirs(dir string, buf []byte) ([]string, error) {
 	}
 }
 
-// quotaCPUStats lists cpu.stat of every cgroup in the cpu hierarchy with a quota.
+// quotaCPUStats lists cpu.stat of every cgroup in the cpu hierarchy with a quota (v1: a
+// cpu.cfs_quota_us other than -1; v2: a cpu.max other than "max ...").
 func quotaCPUStats(buf []byte) []string {
+	quotaFile := "cpu.cfs_quota_us"
+	if Unified() {
+		quotaFile = "cpu.max"
+	}
 	var out []string
 	var walk func(dir string)
 	walk = func(dir string) {
-		fd, err := syscall.Open(filepath.Join(dir, "cpu.cfs_quota_us"), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err := syscall.Open(filepath.Join(dir, quotaFile), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if err == nil {
 			n, _ := syscall.Read(fd, buf)
 			syscall.Close(fd)
-			if n > 0 && buf[0] != '-' {
+			if n > 0 && buf[0] != '-' && buf[0] != 'm' {
 				out = append(out, filepath.Join(dir, "cpu.stat"))
 			}
 		}

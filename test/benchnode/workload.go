@@ -1,5 +1,6 @@
-// Package benchnode measures an exporter binary on this node: it creates N real v1 quota
-// cgroups with real processes in them (a few throttled by duty-cycled burners, a few JVMs and
+// Package benchnode measures an exporter binary on this node: it creates N real quota
+// cgroups (v1, or v2 where /sys/fs/cgroup is a cgroup2 mount with cpu and memory, as in the
+// v2 test VM) with real processes in them (a few throttled by duty-cycled burners, a few JVMs and
 // Go programs, the rest sleeping), runs the exporter with its defaults and reports its idle
 // CPU, scrape cost, memory, series and response size next to the floor of reading the same
 // kernel files. `make bench-node` runs it; docs/performance.md has the method and figures.
@@ -12,22 +13,37 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// V1Root is where this host mounts its v1 hierarchies.
-const V1Root = "/sys/fs/cgroup"
+// Root is where the host mounts its v1 hierarchies, or its cgroup2 hierarchy.
+const Root = "/sys/fs/cgroup"
+
+// Unified reports whether Root is a cgroup v2 mount with the cpu and memory controllers
+// (checked once: the mount does not change during a run).
+var Unified = sync.OnceValue(func() bool {
+	b, err := os.ReadFile(filepath.Join(Root, "cgroup.controllers"))
+	f := strings.Fields(string(b))
+	return err == nil && slices.Contains(f, "cpu") && slices.Contains(f, "memory")
+})
 
 // parentPrefix names the top cgroup of one run: quota_benchnode-<pid>, so a crashed run's
 // leftovers can be told from a live one's.
 const parentPrefix = "quota_benchnode-"
 
-// controllers are the v1 hierarchies the containers live in (cpu and cpuacct may be one
-// mount; creating a directory twice is harmless).
-var controllers = []string{"cpu", "cpuacct", "memory"}
+// hierarchies are the v1 hierarchies the containers live in (cpu and cpuacct may be one
+// mount; creating a directory twice is harmless), or the one v2 hierarchy.
+func hierarchies() []string {
+	if Unified() {
+		return []string{"unified"}
+	}
+	return []string{"cpu", "cpuacct", "memory"}
+}
 
 // WorkloadOptions shape the node: N container cgroups, each with a 0.5-core quota and a
 // 256 MiB memory limit, like the reference measurement in shared/reference/real-node-cost.md.
@@ -68,15 +84,23 @@ type Workload struct {
 	logf       func(string, ...any)
 }
 
-// Dir is a cgroup's directory in one hierarchy.
-func Dir(controller, cgroup string) string { return filepath.Join(V1Root, controller, cgroup) }
+// Dir is a cgroup's directory in one hierarchy (on v2 the controller is ignored).
+func Dir(controller, cgroup string) string {
+	if Unified() {
+		return filepath.Join(Root, cgroup)
+	}
+	return filepath.Join(Root, controller, cgroup)
+}
 
 // CheckHost reports why this host cannot run the benchmark ("" when it can).
 func CheckHost() string {
 	if os.Geteuid() != 0 {
-		return "needs root (creates v1 cgroups)"
+		return "needs root (creates cgroups)"
 	}
-	for _, c := range controllers {
+	if Unified() {
+		return ""
+	}
+	for _, c := range hierarchies() {
 		if _, err := os.Stat(Dir(c, "cgroup.procs")); err != nil {
 			return "v1 " + c + " hierarchy not mounted at " + Dir(c, "")
 		}
@@ -99,21 +123,29 @@ func NewWorkload(ctx context.Context, o WorkloadOptions) (_ *Workload, err error
 		return nil, err
 	}
 	begin := time.Now()
+	if Unified() {
+		// v2: the controllers must be enabled in the parent before its children get limits.
+		if err := os.Mkdir(Dir("", w.Parent), 0o755); err != nil {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+		for _, d := range []string{Root, Dir("", w.Parent)} {
+			if err := write(d, "cgroup.subtree_control", "+cpu +memory"); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for i := range o.N {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		cg := fmt.Sprintf("%s/c%05d", w.Parent, i)
-		for _, c := range controllers {
+		for _, c := range hierarchies() {
 			if err := os.MkdirAll(Dir(c, cg), 0o755); err != nil {
 				return nil, fmt.Errorf("create cgroup: %w", err)
 			}
 		}
 		w.Containers = append(w.Containers, cg)
-		if err := write(Dir("cpu", cg), "cpu.cfs_quota_us", strconv.FormatInt(o.QuotaUS, 10)); err != nil {
-			return nil, err
-		}
-		if err := write(Dir("memory", cg), "memory.limit_in_bytes", strconv.FormatInt(o.MemoryLimit, 10)); err != nil {
+		if err := setLimits(cg, o.QuotaUS, o.MemoryLimit); err != nil {
 			return nil, err
 		}
 	}
@@ -171,6 +203,18 @@ func NewWorkload(ctx context.Context, o WorkloadOptions) (_ *Workload, err error
 	return w, nil
 }
 
+// setLimits writes the CPU quota (100 ms period) and the memory limit.
+func setLimits(cg string, quotaUS, memory int64) error {
+	cpuFile, cpu, memFile := "cpu.cfs_quota_us", strconv.FormatInt(quotaUS, 10), "memory.limit_in_bytes"
+	if Unified() {
+		cpuFile, cpu, memFile = "cpu.max", cpu+" 100000", "memory.max"
+	}
+	if err := write(Dir("cpu", cg), cpuFile, cpu); err != nil {
+		return err
+	}
+	return write(Dir("memory", cg), memFile, strconv.FormatInt(memory, 10))
+}
+
 func write(dir, file, value string) error {
 	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Join(dir, file), err)
@@ -182,7 +226,7 @@ func write(dir, file, value string) error {
 // or Go runtime sees its quota from the first instruction.
 func (w *Workload) startIn(cg, name string, args []string, env ...string) error {
 	var dirs []string
-	for _, c := range controllers {
+	for _, c := range hierarchies() {
 		dirs = append(dirs, "'"+Dir(c, cg)+"'")
 	}
 	script := `for d in ` + strings.Join(dirs, " ") + `; do echo $$ > "$d/cgroup.procs" || exit 111; done; exec "$@"`
@@ -199,7 +243,7 @@ func (w *Workload) startSleeper(cg string) error {
 		return err
 	}
 	pid := strconv.Itoa(cmd.Process.Pid)
-	for _, c := range controllers {
+	for _, c := range hierarchies() {
 		if err := write(Dir(c, cg), "cgroup.procs", pid); err != nil {
 			return err
 		}
@@ -245,7 +289,7 @@ func (w *Workload) Close() error {
 // hierarchy. Bounded: about 5 s per directory that will not go.
 func RemoveTree(cgroup string) error {
 	var errs []error
-	for _, c := range controllers {
+	for _, c := range hierarchies() {
 		top := Dir(c, cgroup)
 		var dirs []string
 		filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
@@ -281,7 +325,7 @@ func RemoveTree(cgroup string) error {
 // Leftovers lists this run's cgroup directories that still exist (the smoke test's check).
 func Leftovers(cgroup string) []string {
 	var out []string
-	for _, c := range controllers {
+	for _, c := range hierarchies() {
 		if _, err := os.Stat(Dir(c, cgroup)); err == nil {
 			out = append(out, Dir(c, cgroup))
 		}

@@ -40,6 +40,7 @@ func TestCfsStallUnavailable(t *testing.T) {
 			}
 			for _, want := range []string{
 				`quota_exporter_scrape_collector_success{collector="cfsstall"} 1`,
+				"quota_exporter_cfsstall_available 0",
 				`quota_exporter_scrape_collector_success{collector="cpu"} 1`,
 				`quota_cpu_usage_seconds_total{cgroup="/"`,
 			} {

@@ -20,9 +20,9 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
-// soakDuration is how long the churn runs (the issue asks for a minute; the whole test
-// must stay near 70 s).
-const soakDuration = 55 * time.Second
+// soakDuration is how long the churn runs: a minute, as the issue asks (the whole test
+// takes about 75 s).
+const soakDuration = 60 * time.Second
 
 // churnGroup is one short-lived v1 cgroup (cpu, cpuacct, memory, with a CPU quota) under the
 // soak test's cgroup, with shell loops that spawn short-lived processes inside it.

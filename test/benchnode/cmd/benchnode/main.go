@@ -1,4 +1,4 @@
-// Command benchnode measures an exporter on real v1 cgroups (`make bench-node`; root).
+// Command benchnode measures an exporter on real cgroups (v1, or v2 as in the test VM) (`make bench-node`; root).
 //
 //	benchnode -exporter bin/quota_exporter -n 100,1000,3000 [-node-exporter bin/node_exporter]
 //
