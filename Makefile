@@ -7,7 +7,8 @@ REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 BIN       := bin/quota_exporter
 ARGS      ?=
-# Three Go modules, so that the exporter's go.mod lists only what the exporter links:
+# Three Go modules of our own (the other go.mod files are small test and demo programs, each
+# built on its own), so that the exporter's go.mod lists only what the exporter links:
 #   - go.mod: the exporter and its tests (`go mod tidy` keeps it exact);
 #   - tools/go.mod (and tools/alertmanager/go.mod): pinned command-line tools (promtool,
 #     prometheus, jsonnet, alertmanager) run with `go tool -modfile`; their hundreds of

@@ -34,7 +34,7 @@ type effectiveCollector struct{ env *Env }
 func newEffectiveCollector(env *Env) (Collector, error) { return &effectiveCollector{env}, nil }
 
 func (c *effectiveCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	cgs, _ := c.env.Cgroups.Cgroups(ctx) // walk errors are counted once, by the cpu collector
+	cgs, _ := c.env.Cgroups.Cgroups(ctx) // walk errors are counted once, by the cgroup source (collector="discovery")
 	var ancestor func(string) cgroupfs.Limits
 	t := newTally("effective", c.env.Errors)
 	if c.env.Config.CgroupInclude != nil || c.env.Config.CgroupExclude != nil {

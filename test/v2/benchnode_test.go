@@ -67,17 +67,19 @@ func TestBenchNodeInVM(t *testing.T) {
 	}
 	pprofArgs, profiles := "", []string{}
 	if profile {
+		// The profiling build serves pprof on $QUOTA_PPROF_ADDR, inherited from benchnode.
 		pprofArgs = "-pprof-addr 127.0.0.1:6061 -out-dir /tmp/prof"
 		profiles = []string{"quota_exporter-idle.pprof", "quota_exporter-scrapes.pprof", "quota_exporter-allocs.pprof"}
 	}
 	scenario := fmt.Sprintf(`cd /tmp; mkdir -p /tmp/prof
 echo "benchnode start, uptime $(cut -d' ' -f1 /proc/uptime)"
-/bin/benchnode -n %d -exporter /bin/quota_exporter -jvms 0 %s -json /tmp/bench.json > /tmp/bench.md 2> /tmp/bench.log
+QUOTA_PPROF_ADDR=127.0.0.1:6061 /bin/benchnode -n %d -exporter /bin/quota_exporter -jvms 0 %s -json /tmp/bench.json > /tmp/bench.md 2> /tmp/bench.log
 echo "benchnode rc=$?, uptime $(cut -d' ' -f1 /proc/uptime)" | tee -a /tmp/bench.log
 section bench-md cat /tmp/bench.md
 section bench-json cat /tmp/bench.json
 section bench-log cat /tmp/bench.log
 section leftovers sh -c 'ls -d /sys/fs/cgroup/quota_benchnode-* 2>/dev/null; true'
+cd /tmp/prof && for f in *-idle.pprof *-scrapes.pprof *-allocs.pprof; do [ -f "$f" ] && mv "$f" "quota_exporter-${f##*-}"; done; cd /tmp
 section profiles ls /tmp/prof`, n, pprofArgs)
 	for _, p := range profiles {
 		scenario += fmt.Sprintf("\nsection %s cat /tmp/prof/%s", p, p)
