@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,7 +19,7 @@ import (
 func init() {
 	register("cpu", true, "cgroup CPU quota, weight, usage and CFS throttling counters", newCPUCollector,
 		cpuLimitDesc, cpuPeriodDesc, cpuBurstLimitDesc, cpuWeightDesc, cpusetDesc, cpuUsageDesc, cpuPeriodsDesc,
-		cpuThrottledPeriodsDesc, cpuThrottledSecondsDesc, cpuBurstsDesc, cpuBurstSecondsDesc,
+		cpuThrottledPeriodsDesc, cpuThrottledSecondsDesc, cpuThrottledLocalSecondsDesc, cpuBurstsDesc, cpuBurstSecondsDesc,
 		cpuPressureWaitingDesc, cpuPressureStalledDesc)
 }
 
@@ -40,6 +42,10 @@ var (
 		"CFS periods in which the cgroup was throttled (cpu.stat nr_throttled). The stall signal: rate over cpu_periods_total.")
 	cpuThrottledSecondsDesc = newCgroupDesc("cpu_throttled_seconds_total",
 		"Throttled time summed over CPUs (cpu.stat throttled_time / throttled_usec): each CPU's run queue adds its own interval, so this can grow faster than wall time.")
+	cpuThrottledLocalSecondsDesc = newCgroupDesc("cpu_throttled_local_seconds_total",
+		"Throttled time summed over CPUs by the cgroup's own or any ancestor's CPU limit (cgroup v2 cpu.stat.local throttled_usec, Linux 6.6+). "+
+			"Exported for cgroups without a limit of their own under an ancestor's limit (a pod-level limit, a systemd slice), whose own counters stay zero while they are held back; "+
+			"absent on older kernels, where the limiting ancestor's counters (limit_cgroup of quota_cpu_effective_limit_cores) tell it.")
 	cpuBurstsDesc = newCgroupDesc("cpu_bursts_total",
 		"Periods in which the cgroup used burst allowance (cpu.stat nr_bursts).")
 	cpuBurstSecondsDesc = newCgroupDesc("cpu_burst_seconds_total",
@@ -56,6 +62,9 @@ type cpuCollector struct {
 	// onlineCPUs is the host's CPU count: a cpuset of all of them is the default and not
 	// exported (0: unknown, always exported).
 	onlineCPUs int
+	// noLocalStat is set once a non-root v2 cgroup has no cpu.stat.local (a kernel before
+	// 6.6): no open is tried again.
+	noLocalStat atomic.Bool
 }
 
 func newCPUCollector(env *Env) (Collector, error) {
@@ -98,13 +107,36 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			in = append(in, cg)
 		}
 	}
-	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e) })
+	limited := limitedCPUPaths(in)
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e, limited) })
 	return t.err()
+}
+
+// limitedCPUPaths is the set of cgroups with a CPU quota of their own, from discovery.
+func limitedCPUPaths(cgs []cgroupfs.Cgroup) map[string]bool {
+	out := map[string]bool{}
+	for _, cg := range cgs {
+		if cg.HasCPUMax && cg.CPUMax.Limited() {
+			out[cg.Path] = true
+		}
+	}
+	return out
+}
+
+// underLimitedAncestor reports whether a proper ancestor of p has a quota (O(depth)).
+func underLimitedAncestor(p string, limited map[string]bool) bool {
+	for p != "/" && p != "." && p != "" {
+		p = path.Dir(p)
+		if limited[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // collect emits one cgroup's CPU series. Required files missing means the cgroup is
 // gone; optional ones (burst, PSI, the v2 root's cpu.max) may legitimately be absent.
-func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter) error {
+func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter, limitedPaths map[string]bool) error {
 	dir := l.CPU.Dir(cg.Path)
 	v2 := l.CPU.Version == 2
 	stat, err := cgroupfs.ReadCPUStat(dir)
@@ -172,6 +204,22 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 		e.counter(cpuPeriodsDesc, float64(stat.Periods))
 		e.counter(cpuThrottledPeriodsDesc, float64(stat.ThrottledPeriods))
 		e.counter(cpuThrottledSecondsDesc, stat.ThrottledSeconds)
+	}
+	// Held back by an ancestor's limit only: its own counters say zero, cpu.stat.local does not.
+	if v2 && !limited && cg.Path != "/" && !c.noLocalStat.Load() {
+		if underLimitedAncestor(cg.Path, limitedPaths) {
+			secs, err := cgroupfs.ReadCPUStatLocalV2(dir)
+			switch {
+			case err == nil:
+				e.counter(cpuThrottledLocalSecondsDesc, secs)
+			case errors.Is(err, os.ErrNotExist):
+				if _, serr := os.Stat(filepath.Join(dir, "cpu.stat")); serr == nil {
+					c.noLocalStat.Store(true) // the kernel has no such file; not a vanished cgroup
+				}
+			default:
+				errs = append(errs, err)
+			}
+		}
 	}
 	if stat.HasBursts && bursting {
 		e.counter(cpuBurstsDesc, float64(stat.Bursts))

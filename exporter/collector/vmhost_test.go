@@ -3,8 +3,12 @@
 package collector
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
 )
@@ -44,6 +48,53 @@ func TestVMHostEffectiveLimits(t *testing.T) {
 		m := seriesFor(mfs, "quota_cpu_effective_limit_cores", c.cgroup)
 		if m == nil || m.GetGauge().GetValue() != c.cores || labelOf(m, "limit_cgroup") != c.from {
 			t.Errorf("%s: effective limit %v, want %v from %s", c.cgroup, m, c.cores, c.from)
+		}
+	}
+}
+
+// cpu.stat.local (Linux 6.6+; the VM's 6.1 kernel has none, so the test adds the file in
+// the kernel's format to a copy of the VM's tree): a container whose only limit is its pod's
+// gets quota_cpu_throttled_local_seconds_total; a container with its own limit and the root
+// do not; without the file (older kernels) nothing is exported and no error is counted.
+func TestCPUStatLocal(t *testing.T) {
+	const (
+		podA = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a0a0a0a_1111_4111_8111_00000000000a.slice"
+		podB = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b0b0b0b_2222_4222_8222_00000000000b.slice"
+	)
+	own := podA + "/cri-containerd-" + strings.Repeat("a", 64) + ".scope"
+	podOnly := podB + "/cri-containerd-" + strings.Repeat("c", 64) + ".scope"
+	const name = "quota_cpu_throttled_local_seconds_total"
+	for _, withFile := range []bool{true, false} {
+		cfg := installHost(t, vmHost)
+		if withFile {
+			// A 6.6+ kernel has the file in every cgroup but the root, in this format.
+			root := filepath.Join(cfg.SysPath, "fs", "cgroup")
+			for _, dir := range allDirs(t, root)[1:] {
+				if err := os.WriteFile(filepath.Join(dir, "cpu.stat.local"), []byte("throttled_usec 2422234\n"), 0o444); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		env, err := NewEnv(cfg, discardLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu, _ := newCPUCollector(env)
+		mfs := scrapeFamilies(t, env, map[string]Collector{"cpu": cpu})
+		m := seriesFor(mfs, name, podOnly)
+		switch {
+		case withFile && (m == nil || m.GetCounter().GetValue() != 2.422234):
+			t.Errorf("pod-limited container: %s = %v, want 2.422234", name, m)
+		case !withFile && m != nil:
+			t.Errorf("without cpu.stat.local: %s exported: %v", name, m)
+		}
+		for _, cg := range []string{own, podB, "/"} {
+			if m := seriesFor(mfs, name, cg); m != nil {
+				t.Errorf("%s: %s exported for a cgroup with its own limit (or the root): %v", cg, name, m)
+			}
+		}
+		if n := testutil.CollectAndCount(env.Errors.vec); n != 0 {
+			t.Errorf("withFile=%v: %d read error series counted", withFile, n)
 		}
 	}
 }

@@ -155,6 +155,26 @@ func ParseCPUStat(b []byte, s *CPUStat) error {
 	return nil
 }
 
+// ReadCPUStatLocalV2 reads throttled_usec of cpu.stat.local (Linux 6.6+), in seconds: the
+// time the cgroup's run queues were throttled by its own or any ancestor's quota, summed over
+// CPUs, where cpu.stat's throttled_usec counts only its own quota's throttling. The file is
+// absent on older kernels and on the root (fs.ErrNotExist).
+func ReadCPUStatLocalV2(dir string) (float64, error) {
+	var secs float64
+	var has bool
+	err := readFile(filepath.Join(dir, "cpu.stat.local"), func(b []byte) error {
+		return parseKeyed(b, func(kb []byte, v uint64) {
+			if string(kb) == "throttled_usec" {
+				secs, has = float64(v)/1e6, true
+			}
+		})
+	})
+	if err == nil && !has {
+		err = fmt.Errorf("%w: cpu.stat.local without throttled_usec", ErrParse)
+	}
+	return secs, err
+}
+
 // CPUAcctUsage is cpuacct.stat (v1): user and system time.
 type CPUAcctUsage struct {
 	UserSeconds, SystemSeconds float64
