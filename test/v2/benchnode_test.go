@@ -56,14 +56,9 @@ func TestBenchNodeInVM(t *testing.T) {
 	if err := run(filepath.Join(root, "test"), static, "go", "build", "-trimpath", "-o", filepath.Join(bins, "benchnode"), "./benchnode/cmd/benchnode"); err != nil {
 		t.Fatal(err)
 	}
-	im, err := vm.NewImage(host, filepath.Join(dir, "image"))
+	im, err := imageWith(host, dir, bins, "quota_exporter", "benchnode")
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, b := range []string{"quota_exporter", "benchnode"} {
-		if err := im.AddBinary("/bin/"+b, filepath.Join(bins, b)); err != nil {
-			t.Fatal(err)
-		}
 	}
 	pprofArgs, profiles := "", []string{}
 	if profile {

@@ -64,14 +64,9 @@ func bootStallScenario(t *testing.T, host *vm.Host) *vm.Result {
 			t.Fatal(err)
 		}
 	}
-	im, err := vm.NewImage(host, filepath.Join(dir, "image"))
+	im, err := imageWith(host, dir, bins, "quota_exporter", "stalltrace")
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, b := range []string{"quota_exporter", "stalltrace"} {
-		if err := im.AddBinary("/bin/"+b, filepath.Join(bins, b)); err != nil {
-			t.Fatal(err)
-		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

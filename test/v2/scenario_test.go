@@ -289,6 +289,20 @@ func bootScenario(host *vm.Host, jdks []jdk) (*vm.Result, error) {
 	return res, err
 }
 
+// imageWith is a VM image holding the named binaries of bins at /bin/<name>.
+func imageWith(host *vm.Host, dir, bins string, names ...string) (*vm.Image, error) {
+	im, err := vm.NewImage(host, filepath.Join(dir, "image"))
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range names {
+		if err := im.AddBinary("/bin/"+b, filepath.Join(bins, b)); err != nil {
+			return nil, err
+		}
+	}
+	return im, nil
+}
+
 func run(dir string, env []string, name string, args ...string) error {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
