@@ -124,6 +124,14 @@ func (s *CgroupSource) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroup
 	}
 }
 
+// memoryPaths lists the watched memory cgroups' paths (root excluded) by a directory walk
+// with no file reads: the OOM watcher's check for new or removed cgroups between scrapes.
+// ok is false when the walk was incomplete (an error or ctx ended).
+func (s *CgroupSource) memoryPaths(ctx context.Context) (paths []string, ok bool) {
+	paths, errs := s.layout.MemoryPaths(ctx, s.opts)
+	return paths, len(errs) == 0 && ctx.Err() == nil
+}
+
 // ancestorLimits returns the smallest CPU quota and memory limit among the ancestors of path
 // in the last complete walk (which keeps every limited cgroup unless a path filter hides
 // it), for the JVM's view of its cgroup (JDK 24+ reads its ancestors' limits).

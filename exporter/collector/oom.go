@@ -134,22 +134,63 @@ func (r *oomRetained) collect(ctx context.Context, env *Env, ch chan<- prometheu
 	}
 }
 
-// oomWatchLoop runs s now and every oomRediscover until ctx ends, then closes done.
+// oomWatchLoop runs s now and every oomRediscover until ctx ends, then closes done. Between
+// syncs it first asks s.unchanged (a directory walk, no file read) and skips the sync, whose
+// full discovery reads every cgroup.procs, while no memory cgroup came or went.
 func oomWatchLoop(ctx context.Context, done chan<- struct{}, s *oomSyncer) {
 	defer close(done)
 	t := time.NewTicker(oomRediscover)
 	defer t.Stop()
+	first := true
 	for {
-		select {
-		case <-s.start(ctx):
-		case <-ctx.Done():
-			return
+		if s.unchanged == nil || !s.unchanged(ctx) || first {
+			select {
+			case <-s.start(ctx):
+			case <-ctx.Done():
+				return
+			}
 		}
+		first = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// memoryDirsUnchanged returns the rediscovery loop's check: whether the memory cgroup
+// directories are the same as at its previous call. A call that finds a change (or the first
+// one) records the new set before the sync that follows it runs, so a cgroup created during
+// that sync shows as a change at the next call; and the call after a change asks for one more
+// sync, because a runtime writes a new cgroup's limits and PIDs after its mkdir, and
+// discovery watches only cgroups with either. Only the loop's goroutine calls it.
+func memoryDirsUnchanged(env *Env) func(context.Context) bool {
+	var prev map[string]bool
+	settling := false
+	return func(ctx context.Context) bool {
+		paths, ok := env.Cgroups.memoryPaths(ctx)
+		if !ok {
+			prev = nil
+			return false
+		}
+		same := prev != nil && len(paths) == len(prev)
+		for _, p := range paths {
+			same = same && prev[p]
+		}
+		if !same {
+			prev = make(map[string]bool, len(paths))
+			for _, p := range paths {
+				prev[p] = true
+			}
+			settling = true
+			return false
+		}
+		if settling {
+			settling = false
+			return false
+		}
+		return true
 	}
 }
 
@@ -160,7 +201,9 @@ func oomWatchLoop(ctx context.Context, done chan<- struct{}, s *oomSyncer) {
 // with the counts it has, and later scrapes join the same run instead of starting more.
 type oomSyncer struct {
 	sync func(context.Context)
-	runs singleflight.Group
+	// unchanged, if set, tells the rediscovery loop that no watched cgroup came or went.
+	unchanged func(context.Context) bool
+	runs      singleflight.Group
 }
 
 func (s *oomSyncer) start(ctx context.Context) <-chan singleflight.Result {
@@ -277,7 +320,7 @@ func newOOMv2Collector(env *Env) (Collector, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel, c.done = cancel, make(chan struct{})
 	go c.events()
-	c.syncs = &oomSyncer{sync: c.sync}
+	c.syncs = &oomSyncer{sync: c.sync, unchanged: memoryDirsUnchanged(env)}
 	go oomWatchLoop(ctx, make(chan struct{}), c.syncs)
 	return c, nil
 }

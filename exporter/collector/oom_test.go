@@ -304,3 +304,77 @@ func TestOOMRetainedKillNamedAgain(t *testing.T) {
 		t.Errorf("retained kill exported with %v, want the container's names (container=app)", got)
 	}
 }
+
+// Between scrapes the OOM watcher looks for new and removed memory cgroups with a directory
+// walk alone, and runs its full sync (discovery, which reads every cgroup.procs) only when
+// the set changed (and once more after a change): unchanged is true on an unchanged tree,
+// false after a mkdir or an rmdir, and the syncs after a mkdir watch the new cgroup (the v2 hosts; v1 registration needs a
+// real cgroup.event_control: TestOOMKillOfRemovedV1Container).
+func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
+	for _, h := range allHosts() {
+		if h.mode != vmHost.mode { // v2 only
+			continue // the v1 watcher needs real cgroup.event_control (TestOOMKillOfRemovedV1Container)
+		}
+		t.Run(h.name, func(t *testing.T) {
+			cfg := installHost(t, h)
+			env, err := NewEnv(cfg, discardLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.Cgroups.maxAge = 0
+			c, err := newOOMCollector(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.(*oomCollector).Close()
+			s := c.(*oomCollector).syncs
+			// A check of the test's own: the loop's runs in the loop's goroutine only.
+			s = &oomSyncer{sync: s.sync, unchanged: memoryDirsUnchanged(env)}
+			if s.unchanged(context.Background()) {
+				t.Fatal("the first check must ask for a sync")
+			}
+			<-s.start(context.Background())
+			if s.unchanged(context.Background()) {
+				t.Fatal("the check after a change must ask for one more sync (limits and PIDs come after the mkdir)")
+			}
+			<-s.start(context.Background())
+			if !s.unchanged(context.Background()) {
+				t.Fatal("unchanged tree reported as changed")
+			}
+			root := filepath.Join(cfg.SysPath, "fs", "cgroup")
+			fresh := filepath.Join(root, "kubepods.slice", "new-test.scope")
+			if err := os.MkdirAll(fresh, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// A new container cgroup with a memory limit (discovery watches cgroups with processes or
+			// limits), with the files the watcher reads.
+			for name, body := range map[string]string{"cgroup.procs": "", "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n", "memory.max": "268435456\n"} {
+				if err := os.WriteFile(filepath.Join(fresh, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s.unchanged(context.Background()) {
+				t.Error("a new cgroup went unnoticed")
+			}
+			<-s.start(context.Background())
+			s.unchanged(context.Background()) // the settling sync
+			<-s.start(context.Background())
+			if !s.unchanged(context.Background()) {
+				t.Error("still changed after the syncs")
+			}
+			c.(*oomCollector).mu.Lock()
+			watched := c.(*oomCollector).byPath["/kubepods.slice/new-test.scope"] != nil
+			c.(*oomCollector).mu.Unlock()
+			if !watched {
+				cgs, _ := env.Cgroups.Cgroups(context.Background())
+				t.Errorf("the sync after the change did not watch the new cgroup; discovery: %v", cgs)
+			}
+			if err := os.RemoveAll(fresh); err != nil {
+				t.Fatal(err)
+			}
+			if s.unchanged(context.Background()) {
+				t.Error("a removed cgroup went unnoticed")
+			}
+		})
+	}
+}

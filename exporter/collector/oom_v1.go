@@ -110,7 +110,7 @@ func newOOMv1Collector(env *Env) (Collector, error) {
 		ctx: ctx, cancel: cancel, loopDone: make(chan struct{}), syncDone: make(chan struct{}),
 		byFD: map[int32]*oomV1Cgroup{}, byPath: map[string]*oomV1Cgroup{}}
 	go c.loop()
-	c.syncs = &oomSyncer{sync: c.sync}
+	c.syncs = &oomSyncer{sync: c.sync, unchanged: memoryDirsUnchanged(env)}
 	go oomWatchLoop(ctx, c.syncDone, c.syncs)
 	return c, nil
 }

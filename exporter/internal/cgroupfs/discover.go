@@ -187,6 +187,30 @@ func (l *Layout) DiscoverQuotas(ctx context.Context, opts WalkOptions) ([]Cgroup
 	return out, errs
 }
 
+// MemoryPaths lists the cgroup paths of the memory hierarchy that opts.Keep keeps, root
+// excluded, by getdents alone (no file read): what a watcher of memory cgroups needs to know
+// whether any came or went, at a fraction of Discover's cost.
+func (l *Layout) MemoryPaths(ctx context.Context, opts WalkOptions) ([]string, []WalkError) {
+	h := l.Memory
+	if h == nil {
+		return nil, nil
+	}
+	var out []string
+	var errs []WalkError
+	walkDirs(h.MountPoint, func(dir string) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		if p := h.Path(dir); p != "/" && (opts.Keep == nil || opts.Keep(p)) {
+			out = append(out, p)
+		}
+		return true
+	}, func(dir string, err error) {
+		errs = append(errs, WalkError{Path: h.Path(dir), Err: err})
+	})
+	return out, errs
+}
+
 // dirProbe is one cgroup directory found by the walk and what reading it told.
 type dirProbe struct {
 	h           *Hierarchy
