@@ -143,6 +143,11 @@ func TestInspectMatchesMallocInfo(t *testing.T) {
 		limit    int
 		source   string
 		fullHeap bool // heaps > arenas expected, and the maps heuristic must miss some
+		// racy: glibc computes this limit only once more than arena_test arenas exist, and
+		// arena_get2 reads its limit before it takes an arena: threads that passed that read
+		// while the limit was still unset each add one more (seen on CI: 21 arenas + main
+		// against a limit of 21). The count may then exceed the limit by a few threads.
+		racy bool
 	}{
 		{name: "default", argv: []string{bin}, limit: def, source: SourceDefault, fullHeap: true},
 		{name: "MALLOC_ARENA_MAX=2", argv: []string{bin}, env: []string{"MALLOC_ARENA_MAX=2"}, limit: 2, source: SourceEnv},
@@ -155,7 +160,7 @@ func TestInspectMatchesMallocInfo(t *testing.T) {
 		// One CPU in the affinity mask: the limit still counts online CPUs (glibc 2.36 + BZ 30945).
 		{name: "taskset 1 cpu", argv: []string{"taskset", "-c", "0", bin}, limit: def, source: SourceDefault},
 		// The limit is computed only once more than arena_test arenas exist.
-		{name: "MALLOC_ARENA_TEST=20", argv: []string{bin}, env: []string{"MALLOC_ARENA_TEST=20"}, limit: max(def, 21), source: SourceDefault},
+		{name: "MALLOC_ARENA_TEST=20", argv: []string{bin}, env: []string{"MALLOC_ARENA_TEST=20"}, limit: max(def, 21), source: SourceDefault, racy: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,11 +193,15 @@ func TestInspectMatchesMallocInfo(t *testing.T) {
 			if limit != tc.limit || src != tc.source {
 				t.Errorf("ArenaLimit = %d (%s), want %d (%s)", limit, src, tc.limit, tc.source)
 			}
-			if st.Arenas+1 > limit {
+			// 32 threads each create an arena until the limit: arenas + main == limit (up to
+			// a few more where glibc's own check races, see racy).
+			const racers = 4
+			switch {
+			case tc.racy && (p.truth.arenas+1 < limit || p.truth.arenas+1 > limit+racers):
+				t.Errorf("malloc_info shows %d arenas + main, the glibc rule says the limit is %d (and at most %d over it by the race)", p.truth.arenas, limit, racers)
+			case !tc.racy && st.Arenas+1 > limit:
 				t.Errorf("arenas %d + main exceed the limit %d", st.Arenas, limit)
-			}
-			// 32 threads each create an arena until the limit: arenas + main == limit.
-			if limit <= 33 && p.truth.arenas+1 != limit {
+			case !tc.racy && limit <= 33 && p.truth.arenas+1 != limit:
 				t.Errorf("malloc_info shows %d arenas + main, the glibc rule says the limit is %d", p.truth.arenas, limit)
 			}
 			if tc.fullHeap && p.truth.heaps <= p.truth.arenas {
