@@ -143,6 +143,20 @@ func checkOnce(t *testing.T, scrape string, opens map[string]int, scope func(str
 	return checked
 }
 
+// waitOOMWatch waits for the OOM watcher's first sync. When it starts watching a cgroup it
+// reads that cgroup's memory.events (v2; its parent's too) or registers its memory.oom_control
+// (v1) once, in the background or in the scrape that first sees the cgroup: in that one scrape
+// the file is opened twice, once by the watcher and once by the memory collector (CI saw it).
+// Every later scrape opens it once; the tests count from there.
+func waitOOMWatch(set *Set) {
+	switch c := set.collectors["oom"].(type) {
+	case *oomCollector:
+		<-c.syncs.start(context.Background())
+	case *oomV1Collector:
+		<-c.syncs.start(context.Background())
+	}
+}
+
 // scrapeOnce gathers every scrape-time collector once, as a new scrape (fresh walk and listing).
 func scrapeOnce(t testing.TB, env *Env, reg *prometheus.Registry) {
 	newScrape(env)
@@ -170,7 +184,8 @@ func TestOpensPerScrapeFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, _ := collectorSet(t, env, scrapeCollectors)
+	reg, set := collectorSet(t, env, scrapeCollectors)
+	waitOOMWatch(set)
 	log := startOpenLog(t, allDirs(t, root))
 	inScope := func(p string) bool { return strings.HasPrefix(p, root+"/proc/") || strings.HasPrefix(p, root+"/sys/") }
 	for _, scrape := range []string{"first scrape", "second scrape"} {
@@ -203,7 +218,8 @@ func TestOpensPerScrapeRealJVM(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	pid := cmd.Process.Pid
 	env := runtimeEnv(t)
-	reg, _ := collectorSet(t, env, scrapeCollectors)
+	reg, set := collectorSet(t, env, scrapeCollectors)
+	waitOOMWatch(set)
 	// Wait for the JVM's perf data, so the scrapes take the same path as in production.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
