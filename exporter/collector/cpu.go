@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path"
 	"path/filepath"
 	"sync/atomic"
 
@@ -107,36 +106,18 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			in = append(in, cg)
 		}
 	}
-	limited := limitedCPUPaths(in)
-	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e, limited) })
+	// The limits that bind, for cpu.stat.local: only on v2 kernels that may have the file.
+	var eff map[string]cgroupfs.Binding
+	if l.CPU.Version == 2 && !c.noLocalStat.Load() {
+		eff = cgroupfs.EffectiveLimits(in, nil)
+	}
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e, eff) })
 	return t.err()
-}
-
-// limitedCPUPaths is the set of cgroups with a CPU quota of their own, from discovery.
-func limitedCPUPaths(cgs []cgroupfs.Cgroup) map[string]bool {
-	out := map[string]bool{}
-	for _, cg := range cgs {
-		if cg.HasCPUMax && cg.CPUMax.Limited() {
-			out[cg.Path] = true
-		}
-	}
-	return out
-}
-
-// underLimitedAncestor reports whether a proper ancestor of p has a quota (O(depth)).
-func underLimitedAncestor(p string, limited map[string]bool) bool {
-	for p != "/" && p != "." && p != "" {
-		p = path.Dir(p)
-		if limited[p] {
-			return true
-		}
-	}
-	return false
 }
 
 // collect emits one cgroup's CPU series. Required files missing means the cgroup is
 // gone; optional ones (burst, PSI, the v2 root's cpu.max) may legitimately be absent.
-func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter, limitedPaths map[string]bool) error {
+func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter, eff map[string]cgroupfs.Binding) error {
 	dir := l.CPU.Dir(cg.Path)
 	v2 := l.CPU.Version == 2
 	stat, err := cgroupfs.ReadCPUStat(dir)
@@ -205,9 +186,10 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 		e.counter(cpuThrottledPeriodsDesc, float64(stat.ThrottledPeriods))
 		e.counter(cpuThrottledSecondsDesc, stat.ThrottledSeconds)
 	}
-	// Held back by an ancestor's limit only: its own counters say zero, cpu.stat.local does not.
+	// Held back by an ancestor's limit only (no quota of its own, yet a binding one): its own
+	// counters say zero, cpu.stat.local does not.
 	if v2 && !limited && cg.Path != "/" && !c.noLocalStat.Load() {
-		if underLimitedAncestor(cg.Path, limitedPaths) {
+		if eff[cg.Path].CPUCgroup != "" {
 			secs, err := cgroupfs.ReadCPUStatLocalV2(dir)
 			switch {
 			case err == nil:

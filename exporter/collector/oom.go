@@ -141,16 +141,14 @@ func oomWatchLoop(ctx context.Context, done chan<- struct{}, s *oomSyncer) {
 	defer close(done)
 	t := time.NewTicker(oomRediscover)
 	defer t.Stop()
-	first := true
 	for {
-		if s.unchanged == nil || !s.unchanged(ctx) || first {
+		if s.unchanged == nil || !s.unchanged(ctx) { // its first call always asks for a sync
 			select {
 			case <-s.start(ctx):
 			case <-ctx.Done():
 				return
 			}
 		}
-		first = false
 		select {
 		case <-ctx.Done():
 			return

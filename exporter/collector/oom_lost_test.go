@@ -16,18 +16,7 @@ import (
 // The pod's hierarchical count tells the kill, and it is kept under the dead container's
 // identity, once; a removal without a kill in the pod adds nothing.
 func TestOOMKillLostReadCountsFromThePod(t *testing.T) {
-	cfg := installHost(t, hosts[0]) // v2-systemd-kubernetes
-	env, err := NewEnv(cfg, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Cgroups.maxAge = 0
-	oc, err := newOOMCollector(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := oc.(*oomCollector)
-	defer c.Close()
+	cfg, env, c := oomOnHost(t, hosts[0]) // v2-systemd-kubernetes
 	const pod = "/kubepods.slice/kubepods-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice"
 	guaranteed := pod + "/cri-containerd-" + hexB + ".scope"
 	scrapeText(t, env, map[string]Collector{"oom": c}) // watches every cgroup
@@ -46,7 +35,7 @@ func TestOOMKillLostReadCountsFromThePod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = os.RemoveAll(cgDir(guaranteed))
+	err := os.RemoveAll(cgDir(guaranteed))
 	c.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)

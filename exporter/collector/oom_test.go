@@ -27,6 +27,25 @@ import (
 // the kernel's memory.events): a kill written to a container's memory.events, then the
 // container's directory removed; the next scrape still shows the kill under its identity.
 // The real kernel case runs in the v2 VM (test/v2, TestOOMKillOutlivesItsCgroup).
+// oomOnHost installs a v2 fixture host and starts the (v2) OOM watcher on it, with discovery
+// uncached so that each scrape sees removals at once; it is closed when the test ends.
+func oomOnHost(t *testing.T, h host) (Config, *Env, *oomCollector) {
+	t.Helper()
+	cfg := installHost(t, h)
+	env, err := NewEnv(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Cgroups.maxAge = 0
+	oc, err := newOOMCollector(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := oc.(*oomCollector)
+	t.Cleanup(c.Close)
+	return cfg, env, c
+}
+
 func TestOOMKillsOutliveTheirCgroup(t *testing.T) {
 	var h host
 	for _, x := range hosts {
@@ -34,17 +53,7 @@ func TestOOMKillsOutliveTheirCgroup(t *testing.T) {
 			h = x
 		}
 	}
-	cfg := installHost(t, h)
-	env, err := NewEnv(cfg, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Cgroups.maxAge = 0 // see the removal at once
-	c, err := newOOMCollector(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.(*oomCollector).Close()
+	cfg, env, c := oomOnHost(t, h)
 	guaranteed := "/kubepods.slice/kubepods-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice/cri-containerd-" + hexB + ".scope"
 	if got := scrapeText(t, env, map[string]Collector{"oom": c}); strings.Contains(got, "oom_kills") {
 		t.Fatalf("nothing is gone yet, but:\n%s", got)
@@ -316,18 +325,8 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 			continue // the v1 watcher needs real cgroup.event_control (TestOOMKillOfRemovedV1Container)
 		}
 		t.Run(h.name, func(t *testing.T) {
-			cfg := installHost(t, h)
-			env, err := NewEnv(cfg, discardLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			env.Cgroups.maxAge = 0
-			c, err := newOOMCollector(env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.(*oomCollector).Close()
-			s := c.(*oomCollector).syncs
+			cfg, env, c := oomOnHost(t, h)
+			s := c.syncs
 			// A check of the test's own: the loop's runs in the loop's goroutine only.
 			s = &oomSyncer{sync: s.sync, unchanged: memoryDirsUnchanged(env)}
 			if s.unchanged(context.Background()) {
@@ -362,9 +361,9 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 			if !s.unchanged(context.Background()) {
 				t.Error("still changed after the syncs")
 			}
-			c.(*oomCollector).mu.Lock()
-			watched := c.(*oomCollector).byPath["/kubepods.slice/new-test.scope"] != nil
-			c.(*oomCollector).mu.Unlock()
+			c.mu.Lock()
+			watched := c.byPath["/kubepods.slice/new-test.scope"] != nil
+			c.mu.Unlock()
 			if !watched {
 				cgs, _ := env.Cgroups.Cgroups(context.Background())
 				t.Errorf("the sync after the change did not watch the new cgroup; discovery: %v", cgs)

@@ -83,18 +83,9 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 		if h == nil {
 			return
 		}
-		walkDirs(h.MountPoint, func(dir string) bool {
-			if ctx.Err() != nil {
-				return false
-			}
-			p := h.Path(dir)
-			if opts.Keep == nil || opts.Keep(p) { // a filtered-out parent's children may still match
-				dirs = append(dirs, dirProbe{h: h, dir: dir, path: p, cpu: cpu, memory: memory, listPIDs: h == procsFrom})
-			}
-			return true
-		}, func(dir string, err error) {
-			errs = append(errs, WalkError{Path: h.Path(dir), Err: err})
-		})
+		errs = append(errs, walkKept(ctx, h, opts, func(dir, p string) {
+			dirs = append(dirs, dirProbe{h: h, dir: dir, path: p, cpu: cpu, memory: memory, listPIDs: h == procsFrom})
+		})...)
 	}
 	if l.CPU != nil && l.CPU == l.Memory { // v2: one tree
 		walk(l.CPU, true, true)
@@ -164,17 +155,8 @@ func (l *Layout) DiscoverQuotas(ctx context.Context, opts WalkOptions) ([]Cgroup
 		return nil, nil
 	}
 	var dirs []dirProbe
-	var errs []WalkError
-	walkDirs(h.MountPoint, func(dir string) bool {
-		if ctx.Err() != nil {
-			return false
-		}
-		if p := h.Path(dir); opts.Keep == nil || opts.Keep(p) {
-			dirs = append(dirs, dirProbe{h: h, dir: dir, path: p, cpu: true, quotaOnly: true})
-		}
-		return true
-	}, func(dir string, err error) {
-		errs = append(errs, WalkError{Path: h.Path(dir), Err: err})
+	errs := walkKept(ctx, h, opts, func(dir, p string) {
+		dirs = append(dirs, dirProbe{h: h, dir: dir, path: p, cpu: true, quotaOnly: true})
 	})
 	errs = append(errs, probeCached(ctx, opts, dirs)...)
 	var out []Cgroup
@@ -196,19 +178,31 @@ func (l *Layout) MemoryPaths(ctx context.Context, opts WalkOptions) ([]string, [
 		return nil, nil
 	}
 	var out []string
+	errs := walkKept(ctx, h, opts, func(_, p string) {
+		if p != "/" {
+			out = append(out, p)
+		}
+	})
+	return out, errs
+}
+
+// walkKept walks h's directories (walkDirs) until ctx ends and calls visit with each one
+// whose cgroup path opts.Keep keeps; a filtered-out parent's children may still match, so the
+// walk goes on below it. Unreadable directories come back as WalkErrors.
+func walkKept(ctx context.Context, h *Hierarchy, opts WalkOptions, visit func(dir, path string)) []WalkError {
 	var errs []WalkError
 	walkDirs(h.MountPoint, func(dir string) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if p := h.Path(dir); p != "/" && (opts.Keep == nil || opts.Keep(p)) {
-			out = append(out, p)
+		if p := h.Path(dir); opts.Keep == nil || opts.Keep(p) {
+			visit(dir, p)
 		}
 		return true
 	}, func(dir string, err error) {
 		errs = append(errs, WalkError{Path: h.Path(dir), Err: err})
 	})
-	return out, errs
+	return errs
 }
 
 // dirProbe is one cgroup directory found by the walk and what reading it told.
