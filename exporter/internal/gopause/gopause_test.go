@@ -75,13 +75,15 @@ func FuzzFindIn(f *testing.F) {
 	})
 }
 
-// probeCost bounds what the uprobe traps add to each pause (see TestPausesMatchRuntime).
-const probeCost = 50 * time.Microsecond
+// probeCost bounds what the uprobe traps add to each pause (see TestPausesMatchRuntime). The
+// traps cost more on a loaded machine: CI saw a median of 57.8 µs against the program's
+// bucket [3.6, 4.1) µs while other test processes ran (10–35 µs over it when quiet).
+const probeCost = 100 * time.Microsecond
 
 // tailCost is the same bound for the p99: the slowest pauses also carry whatever delayed the
 // probed thread between its two traps (CI saw a p99 of 207.8 µs against the program's
-// bucket [114.7, 131.1) µs: 77 µs over it, 0.5 µs beyond the median's slack).
-const tailCost = 100 * time.Microsecond
+// bucket [114.7, 131.1) µs: 77 µs over it).
+const tailCost = 150 * time.Microsecond
 
 // recorder keeps the pauses of one process.
 type recorder struct {
