@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 // Package cfsstall measures how long each CFS bandwidth stall of a cgroup lasts, with a BPF
 // program on the kernel's throttle and unthrottle paths (bpf/cfsstall.c). A stall starts

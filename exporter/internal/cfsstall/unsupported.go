@@ -1,4 +1,4 @@
-//go:build linux && !amd64
+//go:build linux && !(amd64 || arm64)
 
 package cfsstall
 
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The BPF object is built for x86-64 only (bpf/kernel.h declares x86-64's pt_regs).
+// The BPF objects are built for x86-64 and arm64 only (bpf/kernel.h declares their kprobe registers).
 
 type Stall struct {
 	CgroupID  uint64
@@ -27,7 +27,7 @@ var ErrClosed = errors.New("cfsstall: tracer closed")
 
 type Tracer struct{}
 
-func Open() (*Tracer, error) { return nil, errors.New("cfsstall: built for x86-64 only") }
+func Open() (*Tracer, error) { return nil, errors.New("cfsstall: BPF objects are built for x86-64 and arm64 only") }
 
 func OpenMode(Mode) (*Tracer, error) { return Open() }
 

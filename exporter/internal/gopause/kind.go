@@ -6,7 +6,7 @@ import (
 )
 
 // ErrUnsupported: this kernel or architecture cannot run the probes (no uprobe support, or
-// not x86-64). Unlike a permission error it will not change while the exporter runs.
+// neither x86-64 nor arm64). Unlike a permission error it will not change while the exporter runs.
 var ErrUnsupported = errors.New("uprobes not supported here")
 
 // Kind classifies a pause by the runtime's stwReason: "gc" for stwGCMarkTerm (1) and

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 
+	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -107,7 +108,16 @@ func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 	if _, err := img.ReadAt(code, int64(startOff)); err != nil {
 		return Targets{}, fmt.Errorf("%s: %w", StartSymbol, err)
 	}
-	for _, off := range restarted(code, start.lo, fns[wakepSymbol].lo) {
+	var offs []uint64
+	switch f.Machine {
+	case elf.EM_X86_64:
+		offs = restartedX86(code, start.lo, fns[wakepSymbol].lo)
+	case elf.EM_AARCH64:
+		offs = restartedARM64(code, start.lo, fns[wakepSymbol].lo)
+	default:
+		return Targets{}, fmt.Errorf("%s executable: %w", f.Machine, ErrUnsupported)
+	}
+	for _, off := range offs {
 		t.Restarted = append(t.Restarted, startOff+off)
 	}
 	if len(t.Restarted) == 0 {
@@ -159,10 +169,11 @@ func fromPclntab(f *elf.File) (map[string]span, error) {
 	return fns, nil
 }
 
-// restarted lists the offsets in startTheWorldWithSema's x86-64 code (at address base) where
-// the world counts as started again: the last call of wakep (at wakepAddr), or every RET when
-// there is none. Go functions hold no data between instructions: a linear decode finds them.
-func restarted(code []byte, base, wakepAddr uint64) []uint64 {
+// restartedX86 lists the offsets in startTheWorldWithSema's x86-64 code (at address base)
+// where the world counts as started again: the last call of wakep (at wakepAddr), or every
+// RET when there is none. Go functions hold no data between instructions: a linear decode
+// finds them.
+func restartedX86(code []byte, base, wakepAddr uint64) []uint64 {
 	var calls, rets []uint64
 	for off := 0; off < len(code); {
 		inst, err := x86asm.Decode(code[off:], 64)
@@ -181,6 +192,32 @@ func restarted(code []byte, base, wakepAddr uint64) []uint64 {
 		}
 		off += inst.Len
 	}
+	return lastCallOrRets(calls, rets)
+}
+
+// restartedARM64 is restartedX86 for arm64 code: fixed 4-byte instructions, BL's offset
+// relative to its own address.
+func restartedARM64(code []byte, base, wakepAddr uint64) []uint64 {
+	var calls, rets []uint64
+	for off := 0; off+4 <= len(code); off += 4 {
+		inst, err := arm64asm.Decode(code[off:])
+		if err != nil {
+			continue // padding or data-free filler
+		}
+		switch inst.Op {
+		case arm64asm.RET:
+			rets = append(rets, uint64(off))
+		case arm64asm.BL:
+			if rel, ok := inst.Args[0].(arm64asm.PCRel); ok && wakepAddr != 0 &&
+				base+uint64(off)+uint64(int64(rel)) == wakepAddr {
+				calls = append(calls, uint64(off))
+			}
+		}
+	}
+	return lastCallOrRets(calls, rets)
+}
+
+func lastCallOrRets(calls, rets []uint64) []uint64 {
 	if len(calls) > 0 {
 		return calls[len(calls)-1:]
 	}

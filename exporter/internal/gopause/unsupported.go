@@ -1,4 +1,4 @@
-//go:build !(linux && amd64)
+//go:build !(linux && (amd64 || arm64))
 
 package gopause
 
@@ -17,9 +17,9 @@ type Tracer struct{}
 
 type Attachment struct{}
 
-// New fails: the BPF program reads x86-64 registers; other architectures have no tracer.
+// New fails: the BPF program is built for x86-64 and arm64 only (it reads their registers).
 func New(func(Pause)) (*Tracer, error) {
-	return nil, fmt.Errorf("Go pause tracing is implemented for linux/amd64 only: %w", ErrUnsupported)
+	return nil, fmt.Errorf("Go pause tracing is implemented for linux/amd64 and linux/arm64 only: %w", ErrUnsupported)
 }
 
 func (*Tracer) Lost() uint64 { return 0 }

@@ -173,7 +173,8 @@ int BPF_KPROBE(kprobe_throttle_cfs_rq, struct cfs_rq *rq)
 	return 0;
 }
 
-/* ret is the whole of rax: a bool return defines only its low byte (x86-64 ABI). */
+/* ret is the whole return register (rax, x0): a bool return defines only its low byte
+ * (x86-64 and arm64 ABIs). */
 SEC("kretprobe/throttle_cfs_rq")
 int BPF_KRETPROBE(kretprobe_throttle_cfs_rq, unsigned long ret)
 {

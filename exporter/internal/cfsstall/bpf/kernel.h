@@ -61,10 +61,25 @@ struct cfs_rq {
 	struct task_group *tg;
 };
 
-/* x86-64 registers at a kprobe (bpf_tracing.h reads the arguments from them). */
+/* The registers at a kprobe, from which bpf_tracing.h reads the arguments: bpf2go's -target
+ * defines __TARGET_ARCH_<arch> for each object it builds. */
+#if defined(__TARGET_ARCH_arm64)
+/* arm64's pt_regs begins with user_pt_regs, which bpf_tracing.h casts the context to and
+ * reads (x0 is the first argument and the return value). */
+struct user_pt_regs {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+};
+struct pt_regs;
+#elif defined(__TARGET_ARCH_x86)
 struct pt_regs {
 	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
+#else
+#error "cfsstall: no pt_regs for this target (bpf2go -target amd64 or arm64)"
+#endif
 
 #pragma clang attribute pop
 

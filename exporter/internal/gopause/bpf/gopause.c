@@ -8,15 +8,28 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-// The user registers a uprobe sees on x86-64 (the layout of the uapi struct pt_regs).
-struct regs_x86 {
+// The user registers a uprobe sees, and where Go's ABIInternal passes the first integer
+// argument: AX on x86-64 (uapi struct pt_regs), R0 on arm64 (uapi struct user_pt_regs, the
+// start of the kernel's pt_regs). bpf2go -target defines __TARGET_ARCH_<arch> per object.
+#if defined(__TARGET_ARCH_x86)
+struct regs {
 	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
+#define GO_ARG1(ctx) ((ctx)->ax)
+#elif defined(__TARGET_ARCH_arm64)
+struct regs {
+	__u64 regs[31];
+	__u64 sp, pc, pstate;
+};
+#define GO_ARG1(ctx) ((ctx)->regs[0])
+#else
+#error "gopause: no registers for this target (bpf2go -target amd64 or arm64)"
+#endif
 
 struct stop {
 	__u64 at;     // bpf_ktime_get_ns at stop entry
-	__u32 reason; // stwReason: first integer argument, AX under Go's ABIInternal
+	__u32 reason; // stwReason: Go's first integer argument
 	__u32 pad;
 };
 
@@ -50,10 +63,10 @@ struct {
 } lost SEC(".maps");
 
 SEC("uprobe/stop_the_world")
-int stop_the_world(struct regs_x86 *ctx)
+int stop_the_world(struct regs *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct stop s = {.at = bpf_ktime_get_ns(), .reason = (__u32)(ctx->ax & 0xff)};
+	struct stop s = {.at = bpf_ktime_get_ns(), .reason = (__u32)(GO_ARG1(ctx) & 0xff)};
 	bpf_map_update_elem(&stops, &tgid, &s, BPF_ANY);
 	return 0;
 }
@@ -81,7 +94,7 @@ static __always_inline void finish(__u32 tgid, struct stop *s, __u64 now)
 #define STW_GC_MARK_TERM 1
 
 SEC("uprobe/start_the_world")
-int start_the_world(struct regs_x86 *ctx)
+int start_the_world(struct regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -94,7 +107,7 @@ int start_the_world(struct regs_x86 *ctx)
 // Every other pause ends where startTheWorldWithSema has restarted the world and read its
 // clock: at its call of wakep.
 SEC("uprobe/world_started")
-int world_started(struct regs_x86 *ctx)
+int world_started(struct regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;

@@ -38,9 +38,18 @@ var builds = struct {
 // TestMain calls RemoveBuilds.
 func Build(t testing.TB, toolchain string, stripped bool) string {
 	t.Helper()
+	return BuildFor(t, toolchain, "", stripped)
+}
+
+// BuildFor is Build for GOARCH goarch ("" = this machine's), to inspect, not to run.
+func BuildFor(t testing.TB, toolchain, goarch string, stripped bool) string {
+	t.Helper()
 	builds.Lock()
 	defer builds.Unlock()
 	key := fmt.Sprintf("%s-%v", toolchain, stripped)
+	if goarch != "" {
+		key += "-" + goarch
+	}
 	if bin, ok := builds.bins[key]; ok {
 		return bin
 	}
@@ -63,6 +72,9 @@ func Build(t testing.TB, toolchain string, stripped bool) string {
 		tc = "local"
 	}
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+tc, "CGO_ENABLED=0", "GOFLAGS=")
+	if goarch != "" {
+		cmd.Env = append(cmd.Env, "GOOS=linux", "GOARCH="+goarch)
+	}
 	if b, err := cmd.CombinedOutput(); err != nil {
 		if toolchain != "" {
 			testutil.Require(t, false, fmt.Sprintf("toolchain %s does not build here: %v: %s", toolchain, err, b))

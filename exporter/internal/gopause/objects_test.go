@@ -1,0 +1,13 @@
+package gopause_test
+
+import (
+	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+)
+
+// TestBPFObjectsPerArch: the arm64 object is the x86-64 one's twin (same programs and maps;
+// only the register it reads the STW reason from differs), so it can be checked here.
+func TestBPFObjectsPerArch(t *testing.T) {
+	testutil.SameBPFObjects(t, "probes_x86_bpfel.o", "probes_arm64_bpfel.o")
+}
