@@ -27,7 +27,9 @@ var ErrClosed = errors.New("cfsstall: tracer closed")
 
 type Tracer struct{}
 
-func Open() (*Tracer, error) { return nil, errors.New("cfsstall: BPF objects are built for x86-64 and arm64 only") }
+func Open() (*Tracer, error) {
+	return nil, errors.New("CFS stall tracing is implemented for linux/amd64 and linux/arm64 only")
+}
 
 func OpenMode(Mode) (*Tracer, error) { return Open() }
 
