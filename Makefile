@@ -13,6 +13,7 @@ ARGS      ?=
 #   - tools/go.mod (and tools/alertmanager/go.mod): pinned command-line tools (promtool,
 #     prometheus, jsonnet, alertmanager) run with `go tool -modfile`; their hundreds of
 #     dependencies, and alertmanager's conflicting versions, stay out of the exporter's build;
+#     tools/ociimage/go.mod: the release image builder (go-containerregistry as a library);
 #   - test/go.mod: heavy test-only libraries (Prometheus' PromQL parser, grafana-foundation-sdk,
 #     k8s.io/api, the Prometheus Operator types) for the mixin, example and end-to-end checks.
 #     Its pins are hand-chosen (Operator v0.94.0: v0.95.0 needs a module the proxy refuses):
@@ -29,7 +30,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build image release release-binaries run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build image release release-binaries test-release run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
@@ -44,7 +45,7 @@ build:
 # import`, `docker load` or `podman load`).
 IMAGE_REPO     ?= ghcr.io/quota-exporter/quota-exporter
 IMAGE_TAGS     ?= $(IMAGE_REPO):$(VERSION) quota-exporter:$(VERSION)
-RELEASE_DIR    := bin/release
+RELEASE_DIR    ?= bin/release
 RELEASE_ARCHES := amd64 arm64
 HOST_ARCH      := $(shell $(GO) env GOARCH)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
@@ -63,6 +64,18 @@ IMAGE_LABELS = \
   -label org.opencontainers.image.licenses=Apache-2.0
 
 image: image-$(HOST_ARCH)
+
+# Everything a release publishes (docs/release.md): per architecture the binary's archive
+# (quota_exporter-VERSION.linux-ARCH.tar.gz: binary, LICENSE, NOTICE, README.md, CHANGELOG.md) and the
+# image tarball, and sha256sums.txt over all of them.
+release: $(addprefix image-,$(RELEASE_ARCHES))
+	@set -e; cd $(RELEASE_DIR); for a in $(RELEASE_ARCHES); do \
+	  d=quota_exporter-$(VERSION).linux-$$a; rm -rf $$d; mkdir $$d; \
+	  cp linux-$$a/quota_exporter $(CURDIR)/LICENSE $(CURDIR)/NOTICE $(CURDIR)/README.md $(CURDIR)/CHANGELOG.md $$d/; \
+	  tar --sort=name --mtime=@$(SOURCE_DATE_EPOCH) --owner=0 --group=0 --numeric-owner -cf - $$d | gzip -n -9 >$$d.tar.gz; \
+	  rm -rf $$d; done; \
+	sha256sum quota_exporter-$(VERSION).linux-*.tar.gz quota-exporter-image-linux-*.tar >sha256sums.txt; \
+	cat sha256sums.txt; ls -l quota_exporter-$(VERSION).linux-*.tar.gz quota-exporter-image-linux-*.tar linux-*/quota_exporter
 
 release-binaries: $(addprefix release-binary-,$(RELEASE_ARCHES))
 
@@ -96,8 +109,9 @@ diagnose: build
 	./$(BIN) diagnose $(ARGS)
 
 # Every test: lint, the exporter's unit and real-system tests, the cgroup v2 VM tests, the mixin checks, the deployment
-# examples, and the end-to-end test (workloads, exporter, Prometheus, Alertmanager; root).
-test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-e2e test-bench-node
+# examples, the end-to-end test (workloads, exporter, Prometheus, Alertmanager; root), the real-node
+# benchmark's smoke run and the release artefacts (both architectures' binaries and images).
+test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-e2e test-bench-node test-release
 
 test-unit: build
 	$(GOTEST) ./...
@@ -118,6 +132,12 @@ test-mixin:
 	  $(TOOLS) jsonnet -S -m $$tmp mixin/tests/ksm.jsonnet >/dev/null && cp mixin/tests/ksm_test.yaml $$tmp/ && \
 	  $(TOOLS) promtool test rules $$tmp/ksm_test.yaml
 	cd test && $(GO) test -count=1 ./mixin/
+
+# The release artefacts (make release into bin/release), then test/release checks them: each
+# image's config (entrypoint, user, labels, architecture), its binary (ELF machine, static,
+# version and revision), the archives and the checksums.
+test-release: release
+	cd test && QUOTA_RELEASE_DIR=$(CURDIR)/$(RELEASE_DIR) $(GOTEST) ./release/...
 
 # Deployment-example checks: Kubernetes manifests decoded strictly, compose file, configs.
 test-examples:
@@ -147,6 +167,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd tools/ociimage && $(GO) vet ./...
 
 bench:
 	@echo "== make bench: see docs/performance.md; -count 3 because other work makes timings noisy (read the best); root-only benchmarks skip unless root (fail under CI=true)"
