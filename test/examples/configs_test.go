@@ -67,9 +67,9 @@ func TestPrometheusConfigs(t *testing.T) {
 		}
 	}
 	if len(p.ScrapeConfigs) != 1 || p.ScrapeConfigs[0].JobName != "quota-exporter" ||
-		p.ScrapeConfigs[0].ScrapeInterval != "5s" || len(p.ScrapeConfigs[0].StaticConfigs) != 1 ||
+		p.ScrapeConfigs[0].ScrapeInterval != "30s" || len(p.ScrapeConfigs[0].StaticConfigs) != 1 ||
 		!slices.Equal(p.ScrapeConfigs[0].StaticConfigs[0].Targets, []string{"localhost:10137"}) {
-		t.Errorf("want one job quota-exporter scraping localhost:10137 every 5s, got %+v", p.ScrapeConfigs)
+		t.Errorf("want one job quota-exporter scraping localhost:10137 every 30s (docs/sizing.md), got %+v", p.ScrapeConfigs)
 	}
 }
 
