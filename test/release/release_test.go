@@ -354,4 +354,3 @@ func TestChecksums(t *testing.T) {
 		}
 	}
 }
-
