@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -173,7 +174,7 @@ func TestImages(t *testing.T) {
 				t.Errorf("the image's binary differs from linux-%s/quota_exporter (%v)", arch, err)
 			}
 			if arch == runtime.GOARCH {
-				runVersion(t, bin, v, short)
+				runVersion(t, bin, v, short, buildDate(t))
 			}
 		})
 	}
@@ -250,8 +251,18 @@ func checkBinary(t *testing.T, bin []byte, arch string, machine elf.Machine, sho
 	}
 }
 
+// buildDate is the build date make release stamps: the commit's time (SOURCE_DATE_EPOCH), in
+// prometheus/common's format.
+func buildDate(t *testing.T) string {
+	sec, err := strconv.ParseInt(git(t, "log", "-1", "--format=%ct"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Unix(sec, 0).UTC().Format("20060102-15:04:05")
+}
+
 // runVersion runs the host architecture's binary: what quota_exporter_build_info will say.
-func runVersion(t *testing.T, bin []byte, v, short string) {
+func runVersion(t *testing.T, bin []byte, v, short, date string) {
 	t.Helper()
 	exe := filepath.Join(t.TempDir(), "quota_exporter")
 	if err := os.WriteFile(exe, bin, 0o755); err != nil {
@@ -262,8 +273,9 @@ func runVersion(t *testing.T, bin []byte, v, short string) {
 		t.Fatalf("--version: %v: %s", err, out)
 	}
 	want := fmt.Sprintf("version %s (branch: ", v)
-	if !strings.Contains(string(out), want) || !strings.Contains(string(out), "revision: "+short+")") {
-		t.Errorf("--version says %q, want version %s and revision %s", out, v, short)
+	if !strings.Contains(string(out), want) || !strings.Contains(string(out), "revision: "+short+")") ||
+		!strings.Contains(string(out), "build date:       "+date+"\n") {
+		t.Errorf("--version says %q, want version %s, revision %s and build date %s", out, v, short, date)
 	}
 }
 
