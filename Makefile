@@ -30,7 +30,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build image release release-binaries test-release run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build image release release-binaries release-tag-check test-release run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
@@ -68,7 +68,7 @@ image: image-$(HOST_ARCH)
 # Everything a release publishes (docs/release.md): per architecture the binary's archive
 # (quota_exporter-VERSION.linux-ARCH.tar.gz: binary, LICENSE, NOTICE, README.md, CHANGELOG.md) and the
 # image tarball, and sha256sums.txt over all of them.
-release: $(addprefix image-,$(RELEASE_ARCHES))
+release: release-tag-check $(addprefix image-,$(RELEASE_ARCHES))
 	@set -e; cd $(RELEASE_DIR); for a in $(RELEASE_ARCHES); do \
 	  d=quota_exporter-$(VERSION).linux-$$a; rm -rf $$d; mkdir $$d; \
 	  cp linux-$$a/quota_exporter $(CURDIR)/LICENSE $(CURDIR)/NOTICE $(CURDIR)/README.md $(CURDIR)/CHANGELOG.md $$d/; \
@@ -78,6 +78,11 @@ release: $(addprefix image-,$(RELEASE_ARCHES))
 	cat sha256sums.txt; ls -l quota_exporter-$(VERSION).linux-*.tar.gz quota-exporter-image-linux-*.tar linux-*/quota_exporter
 
 release-binaries: $(addprefix release-binary-,$(RELEASE_ARCHES))
+
+# A tagged HEAD must carry the tag VERSION names (docs/release.md); an untagged one builds as is.
+release-tag-check:
+	@tag=$$(git describe --exact-match --tags HEAD 2>/dev/null || true); \
+	  if [ -n "$$tag" ] && [ "$$tag" != "v$(VERSION)" ]; then echo "release: HEAD is tagged $$tag but VERSION says $(VERSION)"; exit 1; fi
 
 # Static (CGO_ENABLED=0) and reproducible (-trimpath, no VCS stamp, fixed build date).
 release-binary-%:
