@@ -39,7 +39,7 @@ func Label(s string) string {
 	if len(c) <= MaxLabel {
 		return c
 	}
-	suffix := fmt.Sprintf("…%08x", crc32.Checksum(unsafe.Slice(unsafe.StringData(s), len(s)), castagnoli)) // crc32 only reads: no copy of a 64 KiB value)
+	suffix := fmt.Sprintf("…%08x", crc32.Checksum(unsafe.Slice(unsafe.StringData(s), len(s)), castagnoli)) // crc32 only reads: no copy of a 64 KiB value
 	cut := MaxLabel - len(suffix)
 	for cut > 0 && !utf8.RuneStart(c[cut]) {
 		cut--
