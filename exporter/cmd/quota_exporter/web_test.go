@@ -214,4 +214,3 @@ func TestLivenessWhenSlotsWedged(t *testing.T) {
 		t.Errorf("after release: /metrics %d", st)
 	}
 }
-
