@@ -67,6 +67,7 @@ func run(args []string) int {
 		smapsEvery  = app.Flag("process.smaps-interval", "Minimum interval between smaps reads of one process (they walk its page tables).").Default("5m").Duration()
 		pauseProbes = app.Flag("gopause.max-probes", "Cap on the gopause collector's uprobes on this node (2 or 3 per Go process); processes beyond it are refused and counted in quota_exporter_gopause_refused_processes_total{reason=\"node_probe_limit\"}.").Default(strconv.Itoa(gopause.DefaultMaxProbes)).Int()
 		pauseRate   = app.Flag("gopause.pauses-per-second", "Pauses one process may send per second through the gopause collector's shared ring buffer; beyond it they are dropped in the kernel and counted in quota_exporter_gopause_limited_pauses_total.").Default(strconv.Itoa(gopause.DefaultPausesPerSecond)).Int()
+		memRatio    = app.Flag("runtime.gomemlimit-ratio", "Set the Go runtime's soft memory limit (GOMEMLIMIT) to this share of the exporter's own cgroup memory limit (the lowest on its path, cgroup v1 or v2), so the heap is collected harder before the OOM killer comes. 0: leave it alone. A GOMEMLIMIT environment variable wins.").Default("0.9").Float64()
 		oomRetain   = app.Flag("oom.retention", "How long quota_memory_oom_kills_total of a removed cgroup is still exported (oom collector): a few scrape intervals plus the windows of increase() in the alerts.").Default("15m").Duration()
 	)
 	toolkitFlags := webflag.AddFlags(app, defaultListenAddress)
@@ -120,6 +121,7 @@ func run(args []string) int {
 	}
 
 	logger.Info("starting quota_exporter", "version", version.Info(), "build_context", version.BuildContext())
+	setMemoryLimit(*memRatio, logger)
 	// Go's runtime already does this at start since 1.19; explicit, because the sampler's
 	// descriptor budget depends on it.
 	if err := raiseFileLimit(); err != nil {
