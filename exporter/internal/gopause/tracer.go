@@ -224,8 +224,9 @@ func (t *Tracer) AttachProcess(procfs string, pid int) (*Attachment, Targets, er
 	return a, ex.Targets, nil
 }
 
-// Files are the files the kernel reports for the attachment's uprobes (bpf_link info,
-// Linux 6.6+): for checking that they are the inode that was parsed.
+// Files are the file names the kernel keeps for the attachment's uprobes (bpf_link info,
+// Linux 6.6+): the /proc/self/fd/N they were created with, for checking, while the
+// Executable is open, that they name the inode that was parsed.
 func (a *Attachment) Files() ([]string, error) {
 	var out []string
 	for _, l := range a.links {

@@ -35,7 +35,8 @@ func Label(s string) string {
 	if plain(s) && len(s) <= MaxLabel {
 		return s
 	}
-	c := clean(s)
+	// Bytes beyond 4*MaxLabel are cut anyway: not copied (the hash below still sees all of s).
+	c := replaceUnsafe(s, 4*MaxLabel)
 	if len(c) <= MaxLabel {
 		return c
 	}
@@ -62,7 +63,9 @@ func unsafeRune(r rune) bool {
 	return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
 }
 
-func clean(s string) string {
+// replaceUnsafe replaces every unsafe rune of s, stopping once the result exceeds stop
+// bytes (0: never).
+func replaceUnsafe(s string, stop int) string {
 	var b strings.Builder
 	b.Grow(min(len(s), 4*MaxLabel))
 	for i := 0; i < len(s); {
@@ -73,7 +76,7 @@ func clean(s string) string {
 			b.WriteString(s[i : i+n])
 		}
 		i += n
-		if b.Len() > 4*MaxLabel { // the rest is cut anyway; the hash still sees all of s
+		if stop > 0 && b.Len() > stop {
 			break
 		}
 	}
@@ -87,17 +90,7 @@ func Text(s string) string {
 	if plain(s) {
 		return s
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if unsafeRune(r) {
-			b.WriteString(Replacement)
-		} else {
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
+	return replaceUnsafe(s, 0)
 }
 
 // markdownSpecial are the characters that can open Markdown or HTML syntax inside a line or a
