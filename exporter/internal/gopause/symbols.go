@@ -50,6 +50,9 @@ type Targets struct {
 // node-wide (parseMu), so this also bounds the memory all of gopause's parsing holds.
 const maxTable = 64 << 20
 
+// maxBuildInfo bounds the .go.buildinfo section read for the Go version.
+const maxBuildInfo = 1 << 20
+
 // maxFunc bounds the code read of startTheWorldWithSema (about 1 KiB in Go 1.26).
 const maxFunc = 64 << 10
 
@@ -88,8 +91,12 @@ func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 	if err != nil {
 		return Targets{}, err
 	}
-	if bi, err := buildinfo.Read(img); err == nil {
-		t.GoVersion = bi.GoVersion
+	// The build info holds a version and module list of a few KiB; a crafted section of
+	// megabytes would be read whole for a string.
+	if bs := f.Section(".go.buildinfo"); bs == nil || bs.Size <= maxBuildInfo {
+		if bi, err := buildinfo.Read(img); err == nil {
+			t.GoVersion = bi.GoVersion
+		}
 	}
 	fns, ok := fromSymtab(f)
 	if !ok {
@@ -130,8 +137,9 @@ func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 type span struct{ lo, hi uint64 }
 
 func fromSymtab(f *elf.File) (map[string]span, bool) {
-	if s := f.Section(".symtab"); s == nil || s.Size > maxTable {
-		return nil, false // too large: .gopclntab, which every Go binary has, is tried instead
+	s := f.Section(".symtab")
+	if s == nil || s.Size > maxTable || int(s.Link) >= len(f.Sections) || f.Sections[s.Link].Size > maxTable {
+		return nil, false // too large (symbols or their names): .gopclntab, which every Go binary has, is tried instead
 	}
 	syms, err := f.Symbols()
 	if err != nil {
