@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause"
@@ -287,6 +288,17 @@ func TestFloodDoesNotStarveOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
+	// The kernel's run-time statistics of the programs: what the budget check costs per pause.
+	if stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer stats.Close()
+		defer func() {
+			for name, p := range gopause.ProgramsOf(tr) {
+				if st, err := p.Stats(); err == nil && st.RunCount > 0 {
+					t.Logf("BPF %s: %d runs, %v each", name, st.RunCount, st.Runtime/time.Duration(st.RunCount))
+				}
+			}
+		}()
+	}
 	for _, p := range []*gopausetest.Prog{flooder, victim} {
 		a, _, err := tr.AttachProcess("/proc", p.PID)
 		if err != nil {
