@@ -18,8 +18,6 @@ type Tracer struct{}
 type Attachment struct{}
 
 // New fails: the BPF program reads x86-64 registers; other architectures have no tracer.
-type Options struct{ MaxProbes, PausesPerSecond int }
-
 func New(func(Pause), Options) (*Tracer, error) {
 	return nil, fmt.Errorf("Go pause tracing is implemented for linux/amd64 only: %w", ErrUnsupported)
 }
