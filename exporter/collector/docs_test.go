@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 var descRE = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", help: "((?:[^"\\]|\\.)*)", unit: "[^"]*", constLabels: \{[^}]*\}, variableLabels: \{([^}]*)\}\}$`)
@@ -66,6 +68,11 @@ JVM's main class / jar, made unique within a cgroup) and ` + "`runtime`" + ` (jv
 detection is blocked in the kernel, e.g. behind its mmap_lock: its stat and status series are exported meanwhile).
 The PID appears only on
 ` + "`quota_process_info`" + `. On cgroup v1 a process is attributed to its path in the **cpu** hierarchy.
+
+**Label values that tenants choose** (process and executable names, a Go binary's ` + "`version`" + `, a JVM's ` + "`vm`" + `,
+main class or jar, cgroup and Kubernetes names) pass one rule before they are exported, the same for every label of every
+series: ` + tenantstr.Rule + `. Alert descriptions and ` + "`diagnose`" + ` print the values as exported; ` + "`diagnose`" + `
+also escapes them for the terminal and for Markdown.
 
 **Series budget per container cgroup** (default flags; a container with a CPU quota and a memory limit):
 **20** on cgroup v1, **24** on cgroup v2 (its 4 PSI series). cpu: limit, usage (user, system), periods, throttled

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // emitter sends the metrics of one cgroup or process. The label pairs of its identity are
@@ -66,7 +68,7 @@ func (e emitter) pairsWith(d *prometheus.Desc, extra []string) ([]*dto.LabelPair
 	pairs = append(append(pairs, e.pairs...), dl.consts...)
 	values := make([]string, len(extra)) // one allocation for the values' addresses
 	for i, v := range extra {
-		if values[i] = strings.ToValidUTF8(v, "\uFFFD"); values[i] != "" {
+		if values[i] = tenantstr.Label(v); values[i] != "" {
 			pairs = append(pairs, &dto.LabelPair{Name: &dl.names[len(e.names)+i], Value: &values[i]})
 		}
 	}
@@ -120,7 +122,7 @@ func labelsOf(d *prometheus.Desc, n int) *descLabels {
 func (e emitter) with(extra []string) []string {
 	out := append(append(make([]string, 0, len(e.labels)+len(extra)), e.labels...), extra...)
 	for i := len(e.labels); i < len(out); i++ {
-		out[i] = strings.ToValidUTF8(out[i], "\uFFFD")
+		out[i] = tenantstr.Label(out[i])
 	}
 	return out
 }

@@ -33,6 +33,10 @@ type Config struct {
 	// OOMRetention is how long the OOM kills of a removed cgroup are still exported;
 	// 0 means defaultOOMRetention.
 	OOMRetention time.Duration
+	// GoPauseMaxProbes caps the gopause collector's uprobes node-wide and
+	// GoPausePausesPerSecond each process's pauses through the shared ring buffer; 0 means
+	// gopause.DefaultMaxProbes and gopause.DefaultPausesPerSecond.
+	GoPauseMaxProbes, GoPausePausesPerSecond int
 }
 
 // Env is what the collectors share, created once per exporter by NewEnv: configuration,

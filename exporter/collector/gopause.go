@@ -6,18 +6,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 func init() {
 	register("gopause", false, "Go stop-the-world pause lengths, timed by entry uprobes on the runtime (needs CAP_BPF and CAP_PERFMON, host PID namespace)", newGoPauseCollector,
-		goSTWPauseDesc, goPauseAvailableDesc, goPauseAttachedDesc, goPauseLostDesc)
+		goSTWPauseDesc, goPauseAvailableDesc, goPauseAttachedDesc, goPauseLostDesc, goPauseLimitedDesc, goPauseProbesDesc, goPauseRefusedDesc)
 }
 
 // stwBuckets: 10 µs (a healthy pause) to 1 s (a pause stretched by CFS throttling).
@@ -34,7 +33,17 @@ var (
 		"quota_exporter: Go processes with stop-the-world uprobes attached.", nil, nil)
 	goPauseLostDesc = prometheus.NewDesc(namespace+"_exporter_gopause_lost_pauses_total",
 		"quota_exporter: pauses dropped because the ring buffer from the kernel was full.", nil, nil)
+	goPauseLimitedDesc = prometheus.NewDesc(namespace+"_exporter_gopause_limited_pauses_total",
+		"quota_exporter: pauses dropped in the kernel because their process had sent --gopause.pauses-per-second already: one process stopping the world in a loop cannot crowd the others out of the shared ring buffer.", nil, nil)
+	goPauseProbesDesc = prometheus.NewDesc(namespace+"_exporter_gopause_probes",
+		"quota_exporter: uprobes in place, capped by --gopause.max-probes (2 or 3 per attached process).", nil, nil)
+	goPauseRefusedDesc = prometheus.NewDesc(namespace+"_exporter_gopause_refused_processes_total",
+		"quota_exporter: Go processes not probed on purpose, by reason: setuid (setuid or setgid executable), file_capabilities, not_regular, too_many_probes (a startTheWorldWithSema with more restart points than a Go toolchain makes), table_too_large (function table above 64 MiB), node_probe_limit (--gopause.max-probes reached), exec_during_attach (the process ran another executable before the probes were in place). One log line each.", []string{"reason"}, nil)
 )
+
+// goPauseRefusalReasons are the values of goPauseRefusedDesc's reason, all exported from the start.
+var goPauseRefusalReasons = []string{gopause.ReasonSetuid, gopause.ReasonCapabilities, gopause.ReasonNotRegular,
+	gopause.ReasonTooManyProbes, gopause.ReasonTableTooLarge, gopause.ReasonNodeProbeLimit, gopause.ReasonExecuted}
 
 // goSTWPauseLabels are goSTWPauseDesc's labels, for the histogram's shared label pairs.
 var goSTWPauseLabels = append(append([]string{}, processLabels...), "kind")
@@ -50,9 +59,10 @@ type goPauseCollector struct {
 	// unsupported: an attach found no uprobe support in the kernel; nothing more is tried.
 	unsupported bool
 
-	mu    sync.Mutex
-	procs map[processKey]*pausedProcess
-	byPID map[int]*pausedProcess
+	mu      sync.Mutex
+	procs   map[processKey]*pausedProcess
+	byPID   map[int]*pausedProcess
+	refused map[string]float64 // by reason
 }
 
 // pausedProcess is one attached process (attach nil: attaching failed, not retried).
@@ -64,8 +74,8 @@ type pausedProcess struct {
 }
 
 func newGoPauseCollector(env *Env) (Collector, error) {
-	c := &goPauseCollector{env: env, procs: map[processKey]*pausedProcess{}, byPID: map[int]*pausedProcess{}}
-	tr, err := gopause.New(c.observe)
+	c := &goPauseCollector{env: env, procs: map[processKey]*pausedProcess{}, byPID: map[int]*pausedProcess{}, refused: map[string]float64{}}
+	tr, err := gopause.New(c.observe, gopause.Options{MaxProbes: env.Config.GoPauseMaxProbes, PausesPerSecond: env.Config.GoPausePausesPerSecond})
 	if err != nil {
 		// Not fatal: the exporter runs on without this collector's series, says why once.
 		env.Errors.Record("gopause", "loading the uprobe programs (needs CAP_BPF and CAP_PERFMON, or root)", err)
@@ -177,6 +187,13 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 	ch <- prometheus.MustNewConstMetric(goPauseAvailableDesc, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(goPauseAttachedDesc, prometheus.GaugeValue, float64(attached))
 	ch <- prometheus.MustNewConstMetric(goPauseLostDesc, prometheus.CounterValue, float64(c.tracer.Lost()))
+	ch <- prometheus.MustNewConstMetric(goPauseLimitedDesc, prometheus.CounterValue, float64(c.tracer.Limited()))
+	ch <- prometheus.MustNewConstMetric(goPauseProbesDesc, prometheus.GaugeValue, float64(c.tracer.Probes()))
+	c.mu.Lock()
+	for _, r := range goPauseRefusalReasons {
+		ch <- prometheus.MustNewConstMetric(goPauseRefusedDesc, prometheus.CounterValue, c.refused[r], r)
+	}
+	c.mu.Unlock()
 	for _, m := range out {
 		ch <- m
 	}
@@ -184,21 +201,21 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 }
 
 // attach finds the runtime functions in the process's executable and puts the uprobes on
-// it. The outcome is kept either way: a process is tried once per pid and start time.
+// the very file it parsed (gopause.Tracer.AttachProcess). The outcome is kept either way: a
+// process is tried once per pid and start time. A refusal is counted by reason and logged
+// once, not counted as a read error.
 func (c *goPauseCollector) attach(p *process) error {
-	exe := filepath.Join(c.env.Config.ProcPath, strconv.Itoa(p.PID), "exe")
 	key := processKey{p.PID, p.Stat.Starttime}
 	pp := &pausedProcess{pid: p.PID, hists: map[string]*histogram{}}
-	tg, err := gopause.Find(exe)
+	a, tg, err := c.tracer.AttachProcess(c.env.Config.ProcPath, p.PID)
 	if err == nil {
-		pp.goVersion = tg.GoVersion
+		pp.attach, pp.goVersion = a, tg.GoVersion
 		// Series for the kinds this version reports from the first scrape on, so rate()
 		// sees their first pauses.
 		for _, k := range []string{gopause.Kind(tg.GoVersion, 1), gopause.Kind(tg.GoVersion, 0)} {
 			h := newHistogram(stwBuckets)
 			pp.hists[k] = &h
 		}
-		pp.attach, err = c.tracer.Attach(p.PID, exe, tg)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -211,6 +228,11 @@ func (c *goPauseCollector) attach(p *process) error {
 	c.procs[key] = pp
 	if pp.attach != nil {
 		c.byPID[p.PID] = pp
+	}
+	if reason, ok := gopause.Refusal(err); ok {
+		c.refused[reason]++
+		c.env.Logger.Warn("not probing a Go process", "collector", "gopause", "pid", p.PID, "process", tenantstr.Label(p.Name), "reason", reason, "err", err)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("attach: %w", err)

@@ -4,6 +4,8 @@ package collector
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -107,5 +109,48 @@ func TestGoPauseFieldCase(t *testing.T) {
 	}
 	if tail[16] < 10*tail[1] {
 		t.Errorf("second-longest pause with GOMAXPROCS=16 %gs, with 1 %gs: want at least 10x", tail[16], tail[1])
+	}
+}
+
+// TestGoPauseRefusalCounted: a setuid Go program in a watched cgroup is not probed; the
+// scrape counts it under quota_exporter_gopause_refused_processes_total{reason="setuid"}
+// (every reason is exported from the start) and no probe is in place.
+func TestGoPauseRefusalCounted(t *testing.T) {
+	testutil.RequireRoot(t)
+	cg := testutil.NewCgroup(t, "tenantsurface-gopause-setuid", testutil.CgroupOptions{})
+	bin := filepath.Join(t.TempDir(), "stwprog-setuid")
+	b, err := os.ReadFile(gopausetest.Build(t, "", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bin, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys",
+		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Processes.maxAge, env.Cgroups.maxAge = 0, 0
+	c, err := newGoPauseCollector(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.(*goPauseCollector).Close()
+	gopausetest.Start(t, cg.Command(bin))
+	mfs := scrapeFamilies(t, env, map[string]Collector{"gopause": c})
+	refused := map[string]float64{}
+	for _, m := range mfs["quota_exporter_gopause_refused_processes_total"].GetMetric() {
+		refused[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+	}
+	t.Logf("refused %v", refused)
+	if refused["setuid"] != 1 || len(refused) != 7 {
+		t.Errorf("refused %v, want setuid 1 among all 7 reasons", refused)
+	}
+	if v := value(mfs["quota_exporter_gopause_probes"].GetMetric()[0]); v != 0 {
+		t.Errorf("%v probes in place", v)
 	}
 }

@@ -3,11 +3,10 @@
 package collector
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // cgroupLabels identify a cgroup on every per-cgroup series. pod_uid, container_id and
@@ -20,8 +19,8 @@ func cgroupLabelValues(cg cgroupfs.Cgroup, extra ...string) []string {
 	id, n := cg.Identity, cg.Names
 	vals := append([]string{cg.Path, id.PodUID, id.ContainerID, id.QoSClass, n.Namespace, n.Pod, n.Container}, extra...)
 	for i, v := range vals {
-		// Label values must be UTF-8; a cgroup path or process name need not be.
-		vals[i] = strings.ToValidUTF8(v, "\uFFFD")
+		// Tenants choose names, versions and paths: one rule for every label value.
+		vals[i] = tenantstr.Label(v)
 	}
 	return vals
 }

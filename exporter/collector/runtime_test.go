@@ -121,26 +121,13 @@ func TestJVMGCThreadsAgainstQuota(t *testing.T) {
 
 // The Go case: GOMAXPROCS=76 under a 0.5-core quota shows 76, what the program itself reports.
 func TestGoMaxProcsAgainstQuota(t *testing.T) {
-	goBin := testutil.LookPath(t, "go")
 	cg := testutil.NewCgroup(t, "go", testutil.CgroupOptions{QuotaUS: 50000, PeriodUS: 100000})
-	dir := t.TempDir()
-	src, err := os.ReadFile(filepath.Join("..", "internal", "goruntime", "testdata", "prog", "main.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644)
-	_ = os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module prog\n\ngo 1.26\n"), 0o644)
-	build := exec.Command(goBin, "build", "-o", "prog", ".")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod -buildvcs=false")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	prog := buildGoProg(t, t.TempDir())
 	for _, tc := range []struct {
 		env  []string
 		want string
 	}{{[]string{"GOMAXPROCS=76"}, "76"}, {nil, ""}} {
-		cmd := cg.Command(filepath.Join(dir, "prog"))
+		cmd := cg.Command(prog)
 		cmd.Env = append(os.Environ(), tc.env...)
 		lines := stdoutLines(t, cmd)
 		printed := strings.Fields(waitLine(t, lines, "settled", 10*time.Second))[1]

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/alecthomas/units"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/term"
 
@@ -36,6 +37,9 @@ type diagnoseCommand struct {
 	format   *string
 	promURL  *string
 	promSel  *string
+	promHTTP *string
+	promTO   *time.Duration
+	promMax  *units.Base2Bytes
 	since    *time.Duration
 	warmup   *time.Duration
 }
@@ -48,6 +52,9 @@ func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
 		all:      c.Flag("all", "List every watched workload with a one-line state, not only the findings.").Bool(),
 		format:   c.Flag("format", "Output format: text (colour on a terminal), json (docs/diagnose.schema.json) or markdown.").Default("text").Enum("text", "json", "markdown"),
 		promURL:  c.Flag("prometheus.url", "Diagnose over history instead of sampling: the Prometheus that stores this exporter's series (e.g. http://prometheus:9090).").String(),
+		promHTTP: c.Flag("prometheus.http-config-file", "With --prometheus.url: HTTP client configuration (TLS, basic auth, bearer token, OAuth2, proxy), the format of Prometheus's own http_config (prometheus/common).").ExistingFile(),
+		promTO:   c.Flag("prometheus.timeout", "With --prometheus.url: time bound of all the queries together.").Default("2m").Duration(),
+		promMax:  c.Flag("prometheus.max-response-size", "With --prometheus.url: size bound of each query's response.").Default("64MiB").Bytes(),
 		promSel:  c.Flag("prometheus.selector", "With --prometheus.url: label matchers for every series, e.g. instance=\"node1:10137\" (cgroup paths repeat across nodes).").String(),
 		since:    c.Flag("since", "With --prometheus.url: the window of history to judge.").Default("24h").Duration(),
 		warmup:   c.Flag("warmup.window", "A process younger than this is warming up (JIT, class loading, caches): its throttling is judged as warm-up (the mixin's warmupWindow).").Default("10m").Duration(),
@@ -69,7 +76,8 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 	)
 	if *d.promURL != "" {
 		source, window = "history", *d.since
-		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now(), WarmupWindow: *d.warmup})
+		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now(), WarmupWindow: *d.warmup,
+			HTTPConfigFile: *d.promHTTP, Timeout: *d.promTO, MaxResponseBytes: int64(*d.promMax)})
 	} else {
 		ws, window, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, *d.warmup, scrapeTimeout, progress, logger)
 	}

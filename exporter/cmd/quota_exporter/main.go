@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +32,7 @@ import (
 	webflag "github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/quota-exporter/quota_exporter/exporter/collector"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause"
 )
 
 // defaultListenAddress: 9100-9999 of Prometheus's default port allocations is exhausted;
@@ -46,7 +47,8 @@ func run(args []string) int {
 	app := kingpin.New("quota_exporter", "Prometheus exporter for cgroup CPU quotas, memory limits, throttling and the runtimes under them.")
 	var (
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
-		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default("40").Int()
+		maxRequests = app.Flag("web.max-requests", "Maximum number of scrapes collected and encoded at once (beyond: 503). A slot is held while the response is built, not while a client reads it. Use 0 to disable.").Default("40").Int()
+		writeTO     = app.Flag("web.write-timeout", "Time a client has to read a built response (then the connection is closed); slow or stalled clients hold memory for at most this long, never a scrape slot.").Default("30s").Duration()
 		noExporter  = app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").Bool()
 		scrapeTO    = app.Flag("scrape.timeout", "Time bound of one scrape; collectors still reading then report failure.").Default("10s").Duration()
 		procPath    = app.Flag("path.procfs", "procfs mountpoint.").Default("/proc").String()
@@ -63,6 +65,9 @@ func run(args []string) int {
 		procExc     = app.Flag("process.exclude", "Regexp of process names not to export (whole name).").Default("").String()
 		podLogs     = app.Flag("path.podlogs", "The host's /var/log: the kubelet's pods/ and containers/ directories there name the pods and containers (namespace, pod, container labels). Only directory names are read. Empty: no names.").Default("/var/log").String()
 		smapsEvery  = app.Flag("process.smaps-interval", "Minimum interval between smaps reads of one process (they walk its page tables).").Default("5m").Duration()
+		pauseProbes = app.Flag("gopause.max-probes", "Cap on the gopause collector's uprobes on this node (2 or 3 per Go process); processes beyond it are refused and counted in quota_exporter_gopause_refused_processes_total{reason=\"node_probe_limit\"}.").Default(strconv.Itoa(gopause.DefaultMaxProbes)).Int()
+		pauseRate   = app.Flag("gopause.pauses-per-second", "Pauses one process may send per second through the gopause collector's shared ring buffer; beyond it they are dropped in the kernel and counted in quota_exporter_gopause_limited_pauses_total.").Default(strconv.Itoa(gopause.DefaultPausesPerSecond)).Int()
+		memRatio    = app.Flag("runtime.gomemlimit-ratio", "Set the Go runtime's soft memory limit (GOMEMLIMIT) to this share of the exporter's own cgroup memory limit (the lowest on its path, cgroup v1 or v2), so the heap is collected harder before the OOM killer comes. 0: leave it alone. A GOMEMLIMIT environment variable wins.").Default("0.9").Float64()
 		oomRetain   = app.Flag("oom.retention", "How long quota_memory_oom_kills_total of a removed cgroup is still exported (oom collector): a few scrape intervals plus the windows of increase() in the alerts.").Default("15m").Duration()
 	)
 	toolkitFlags := webflag.AddFlags(app, defaultListenAddress)
@@ -95,7 +100,7 @@ func run(args []string) int {
 		BareContainerRuntime: *bareRuntime, ThrottleWindow: *window,
 		ProcessMinResident: uint64(*minRes), SmapsInterval: *smapsEvery,
 		PodLogsPath: *podLogs, ThrottleFullHistograms: *fullHists, MemoryDetail: *memDetail,
-		OOMRetention: *oomRetain,
+		OOMRetention: *oomRetain, GoPauseMaxProbes: *pauseProbes, GoPausePausesPerSecond: *pauseRate,
 	}
 	for _, re := range []struct {
 		dst  **regexp.Regexp
@@ -116,6 +121,7 @@ func run(args []string) int {
 	}
 
 	logger.Info("starting quota_exporter", "version", version.Info(), "build_context", version.BuildContext())
+	setMemoryLimit(*memRatio, logger)
 	// Go's runtime already does this at start since 1.19; explicit, because the sampler's
 	// descriptor budget depends on it.
 	if err := raiseFileLimit(); err != nil {
@@ -140,12 +146,17 @@ func run(args []string) int {
 	if !*noExporter {
 		exporterReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	handler := scrapeHandler(set, exporterReg, *scrapeTO, *maxRequests, logger)
+	slots := newScrapeSlots(*maxRequests, *scrapeTO)
+	handler := scrapeHandler(func(ctx context.Context) prometheus.Gatherer {
+		return disjointGatherers{exporterReg, set.Gatherer(ctx, *scrapeTO)}
+	}, exporterReg, slots, *writeTO, logger)
 	if !*noExporter {
 		handler = promhttp.InstrumentMetricHandler(exporterReg, handler)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(*metricsPath, handler)
+	mux.Handle(healthyPath, slots.healthy())
+	mux.Handle(readyPath, ready())
 	if *metricsPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "quota_exporter",
@@ -163,7 +174,8 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Requests' contexts end at SIGTERM, so a scrape waiting on a collector returns at once.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := newServer(mux, *scrapeTO, *writeTO)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, toolkitFlags, logger) }()
 	select {
@@ -179,35 +191,6 @@ func run(args []string) int {
 		_ = srv.Shutdown(shutdownCtx)
 		return 0
 	}
-}
-
-// scrapeHandler serves /metrics: the exporter's own registry plus one collection of the
-// set, run under the request's context (client gone, shutdown) with a hard deadline of
-// timeout. Concurrent requests share one collection (Set.Gather). maxRequests > 0 answers
-// 503 to requests beyond it, like promhttp's MaxRequestsInFlight.
-func scrapeHandler(set *collector.Set, exporterReg *prometheus.Registry, timeout time.Duration, maxRequests int, logger *slog.Logger) http.Handler {
-	var sem chan struct{}
-	if maxRequests > 0 {
-		sem = make(chan struct{}, maxRequests)
-	}
-	opts := promhttp.HandlerOpts{
-		ErrorLog:      slogAdapter{logger},
-		ErrorHandling: promhttp.ContinueOnError,
-		Registry:      exporterReg,
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if sem != nil {
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			default:
-				http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", maxRequests), http.StatusServiceUnavailable)
-				return
-			}
-		}
-		g := disjointGatherers{exporterReg, set.Gatherer(r.Context(), timeout)}
-		promhttp.HandlerFor(g, opts).ServeHTTP(w, r)
-	})
 }
 
 // disjointGatherers concatenates the families of gatherers whose metric names never

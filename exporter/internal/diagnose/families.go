@@ -7,6 +7,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // The live adapter: two gathers of the exporter's collectors, window apart, become
@@ -30,7 +32,9 @@ func newIndex(mfs []*dto.MetricFamily) index {
 		for _, m := range mf.GetMetric() {
 			s := sample{labels: make(map[string]string, len(m.GetLabel()))}
 			for _, l := range m.GetLabel() {
-				s.labels[l.GetName()] = l.GetValue()
+				// Names come from tenants (and, with history, from any exporter a Prometheus
+				// scraped): the exporter's label rule, whatever the source applied.
+				s.labels[l.GetName()] = tenantstr.Label(l.GetValue())
 			}
 			switch {
 			case m.Gauge != nil:

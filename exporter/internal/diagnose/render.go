@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // SchemaVersion is the version of the JSON report (docs/diagnose.schema.json). Bump it on
@@ -136,14 +138,16 @@ func WriteText(out io.Writer, r Report, st Style) error {
 	} else {
 		fmt.Fprintf(&b, "%d finding(s), worst %s (%s, %s)\n", len(r.Findings), r.Worst, r.Source, windowText(r))
 	}
+	// Every string is printed through tenantstr.Text: names come from tenants, and no escape
+	// sequence or line break of theirs may reach the reader's terminal.
 	for _, f := range r.Findings {
-		fmt.Fprintf(&b, "\n%s  %s\n", st.severity(f.Severity), st.wrap("1", f.Title))
+		fmt.Fprintf(&b, "\n%s  %s\n", st.severity(f.Severity), st.wrap("1", tenantstr.Text(f.Title)))
 		for _, fl := range findingFields(f) {
-			fmt.Fprintf(&b, "  %-10s %s\n", strings.ToLower(fl.label)+":", fl.value)
+			fmt.Fprintf(&b, "  %-10s %s\n", strings.ToLower(fl.label)+":", tenantstr.Text(fl.value))
 		}
-		fmt.Fprintf(&b, "  fix:       %s\n", st.wrap("1;32", f.Fix.Text))
+		fmt.Fprintf(&b, "  fix:       %s\n", st.wrap("1;32", tenantstr.Text(f.Fix.Text)))
 		for _, a := range f.Fix.Alternatives {
-			fmt.Fprintf(&b, "             %s\n", a)
+			fmt.Fprintf(&b, "             %s\n", tenantstr.Text(a))
 		}
 	}
 	if len(r.Workloads) > 0 {
@@ -158,11 +162,11 @@ func WriteText(out io.Writer, r Report, st Style) error {
 			default:
 				state = st.wrap("32", state)
 			}
-			fmt.Fprintf(&b, "  %-8s %s: %s\n", state, w.Workload, w.Summary)
+			fmt.Fprintf(&b, "  %-8s %s: %s\n", state, tenantstr.Text(w.Workload), tenantstr.Text(w.Summary))
 		}
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "\nnote: %s\n", n)
+		fmt.Fprintf(&b, "\nnote: %s\n", tenantstr.Text(n))
 	}
 	_, err := io.WriteString(out, b.String())
 	return err
@@ -173,27 +177,32 @@ func WriteMarkdown(out io.Writer, r Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## quota_exporter diagnose: %d finding(s), worst %s\n\n_%s, %s, %s_\n", len(r.Findings), r.Worst, r.Source, windowText(r), r.GeneratedAt.Format(time.RFC3339))
 	for _, f := range r.Findings {
-		fmt.Fprintf(&b, "\n### %s: %s\n\n", strings.ToUpper(string(f.Severity)), f.Title)
+		// Names (workload, cgroup, process, versions and ancestors in evidence and mechanism)
+		// come from tenants: code spans they cannot close, or escaped text. Fixes, the
+		// exporter's own text with Markdown of its own (backticks), pass only tenantstr.Text.
+		fmt.Fprintf(&b, "\n### %s: %s\n\n", strings.ToUpper(string(f.Severity)), tenantstr.Text(f.Title))
 		for _, fl := range findingFields(f) {
-			v := fl.value
+			var v string
 			if fl.label == "Workload" || fl.label == "Cgroup" {
-				v = "`" + v + "`"
+				v = tenantstr.MarkdownCode(fl.value)
+			} else {
+				v = tenantstr.Markdown(fl.value)
 			}
 			fmt.Fprintf(&b, "- **%s:** %s\n", fl.label, v)
 		}
-		fmt.Fprintf(&b, "- **Fix:** %s\n", f.Fix.Text)
+		fmt.Fprintf(&b, "- **Fix:** %s\n", tenantstr.Text(f.Fix.Text))
 		for _, a := range f.Fix.Alternatives {
-			fmt.Fprintf(&b, "  - %s\n", a)
+			fmt.Fprintf(&b, "  - %s\n", tenantstr.Text(a))
 		}
 	}
 	if len(r.Workloads) > 0 {
 		fmt.Fprintf(&b, "\n| state | workload | summary |\n| --- | --- | --- |\n")
 		for _, w := range r.Workloads {
-			fmt.Fprintf(&b, "| %s | `%s` | %s |\n", w.State, w.Workload, w.Summary)
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", w.State, tenantstr.MarkdownCode(w.Workload), tenantstr.Markdown(w.Summary))
 		}
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "\n> note: %s\n", n)
+		fmt.Fprintf(&b, "\n> note: %s\n", tenantstr.Markdown(n))
 	}
 	_, err := io.WriteString(out, b.String())
 	return err

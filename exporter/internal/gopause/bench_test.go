@@ -53,18 +53,19 @@ func BenchmarkTargetOverhead(b *testing.B) {
 			cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
 			prog := gopausetest.Start(b, cmd)
 			exe := "/proc/" + strconv.Itoa(prog.PID) + "/exe"
-			tg, err := gopause.Find(exe)
+			ex, err := gopause.Open(exe)
 			if err != nil {
 				b.Fatal(err)
 			}
-			tr, err := gopause.New(func(gopause.Pause) {})
+			defer ex.Close()
+			tr, err := gopause.New(func(gopause.Pause) {}, gopause.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer tr.Close()
 			prog.Work(b, overheadWindow/4, hz) // warm up: heap, timers, CPU frequency
 			for range b.N {
-				r := overheadExperiment(b, prog, tr, exe, tg, hz)
+				r := overheadExperiment(b, prog, tr, ex, hz)
 				b.ReportMetric(r.wallLoss.median, "%-throughput-lost")
 				b.ReportMetric(r.cpuLoss.median, "%-per-cpu-second-lost")
 				b.ReportMetric(r.pause[0], "µs/pause-detached")
@@ -107,7 +108,7 @@ type overheadResult struct {
 	table             string
 }
 
-func overheadExperiment(b *testing.B, prog *gopausetest.Prog, tr *gopause.Tracer, exe string, tg gopause.Targets, hz int) overheadResult {
+func overheadExperiment(b *testing.B, prog *gopausetest.Prog, tr *gopause.Tracer, ex *gopause.Executable, hz int) overheadResult {
 	var wallLoss, cpuLoss []float64
 	var pauses [2][]float64
 	var stops float64 // pauses in the windows: the rate the ticker really kept
@@ -123,7 +124,7 @@ func overheadExperiment(b *testing.B, prog *gopausetest.Prog, tr *gopause.Tracer
 			var a *gopause.Attachment
 			if attached == 1 {
 				var err error
-				if a, err = tr.Attach(prog.PID, exe, tg); err != nil {
+				if a, err = tr.Attach(prog.PID, ex); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -129,18 +128,13 @@ func TestPausesMatchRuntime(t *testing.T) {
 		t.Run(v.String(), func(t *testing.T) {
 			bin := gopausetest.Build(t, v.toolchain, v.stripped)
 			prog := gopausetest.Start(t, exec.Command(bin))
-			exe := "/proc/" + strconv.Itoa(prog.PID) + "/exe"
-			tg, err := gopause.Find(exe)
-			if err != nil {
-				t.Fatal(err)
-			}
 			rec := &recorder{pid: prog.PID}
-			tr, err := gopause.New(rec.handle)
+			tr, err := gopause.New(rec.handle, gopause.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer tr.Close()
-			a, err := tr.Attach(prog.PID, exe, tg)
+			a, tg, err := tr.AttachProcess("/proc", prog.PID)
 			if err != nil {
 				t.Fatal(err)
 			}

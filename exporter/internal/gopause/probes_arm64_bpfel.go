@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type probesBudget struct {
+	_      structs.HostLayout
+	Window uint64
+	Sent   uint32
+	Pad    uint32
+}
+
 type probesStop struct {
 	_      structs.HostLayout
 	At     uint64
@@ -24,12 +31,15 @@ type probesStop struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	probesMapBudgets        = "budgets"
 	probesMapEvents         = "events"
+	probesMapLimited        = "limited"
 	probesMapLost           = "lost"
 	probesMapStops          = "stops"
 	probesProgStartTheWorld = "start_the_world"
 	probesProgStopTheWorld  = "stop_the_world"
 	probesProgWorldStarted  = "world_started"
+	probesVarBudgetPerSec   = "budget_per_sec"
 )
 
 // loadProbes returns the embedded CollectionSpec for probes.
@@ -83,15 +93,18 @@ type probesProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type probesMapSpecs struct {
-	Events *ebpf.MapSpec `ebpf:"events"`
-	Lost   *ebpf.MapSpec `ebpf:"lost"`
-	Stops  *ebpf.MapSpec `ebpf:"stops"`
+	Budgets *ebpf.MapSpec `ebpf:"budgets"`
+	Events  *ebpf.MapSpec `ebpf:"events"`
+	Limited *ebpf.MapSpec `ebpf:"limited"`
+	Lost    *ebpf.MapSpec `ebpf:"lost"`
+	Stops   *ebpf.MapSpec `ebpf:"stops"`
 }
 
 // probesVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type probesVariableSpecs struct {
+	BudgetPerSec *ebpf.VariableSpec `ebpf:"budget_per_sec"`
 }
 
 // probesObjects contains all objects after they have been loaded into the kernel.
@@ -114,14 +127,18 @@ func (o *probesObjects) Close() error {
 //
 // It can be passed to loadProbesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type probesMaps struct {
-	Events *ebpf.Map `ebpf:"events"`
-	Lost   *ebpf.Map `ebpf:"lost"`
-	Stops  *ebpf.Map `ebpf:"stops"`
+	Budgets *ebpf.Map `ebpf:"budgets"`
+	Events  *ebpf.Map `ebpf:"events"`
+	Limited *ebpf.Map `ebpf:"limited"`
+	Lost    *ebpf.Map `ebpf:"lost"`
+	Stops   *ebpf.Map `ebpf:"stops"`
 }
 
 func (m *probesMaps) Close() error {
 	return _ProbesClose(
+		m.Budgets,
 		m.Events,
+		m.Limited,
 		m.Lost,
 		m.Stops,
 	)
@@ -131,6 +148,7 @@ func (m *probesMaps) Close() error {
 //
 // It can be passed to loadProbesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type probesVariables struct {
+	BudgetPerSec *ebpf.Variable `ebpf:"budget_per_sec"`
 }
 
 // probesPrograms contains all programs after they have been loaded into the kernel.

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
+	"sync"
 
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
@@ -46,26 +46,36 @@ type Targets struct {
 	FromPclntab bool
 }
 
-// maxPclntab caps the function table read from a binary (the exporter's own is 2 MiB).
-const maxPclntab = 512 << 20
+// maxTable caps a function table read from a binary: .gopclntab, or the ELF symbol table
+// (the exporter's own are 2 and 1 MiB; kubelet's 17 MiB). Tables are parsed one at a time
+// node-wide (parseMu), so this also bounds the memory all of gopause's parsing holds.
+const maxTable = 64 << 20
+
+// maxBuildInfo bounds the .go.buildinfo section read for the Go version.
+const maxBuildInfo = 1 << 20
 
 // maxFunc bounds the code read of startTheWorldWithSema (about 1 KiB in Go 1.26).
 const maxFunc = 64 << 10
 
+// MaxRestarted caps the restart points probed in one binary: Go's startTheWorldWithSema has
+// one call of wakep (1 probe), older ones a few RETs; a crafted function could have
+// thousands, and each would be a uprobe.
+const MaxRestarted = 8
+
+// parseMu: one binary's tables in memory at a time, whatever the number of new processes.
+var parseMu sync.Mutex
+
 // Find locates the stop- and start-the-world functions in the ELF executable at path:
 // from the symbol table, else (stripped with -ldflags=-s) from .gopclntab, which the Go
-// runtime itself needs and so is always there.
+// runtime itself needs and so is always there. Attaching needs Open instead: it keeps the
+// file that was parsed.
 func Find(path string) (Targets, error) {
-	f, err := os.Open(path)
+	ex, err := Open(path)
 	if err != nil {
 		return Targets{}, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Targets{}, err
-	}
-	return FindIn(f, st.Size())
+	defer ex.Close()
+	return ex.Targets, nil
 }
 
 // FindIn is Find on an ELF image of size bytes read through r.
@@ -82,8 +92,12 @@ func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 	if err != nil {
 		return Targets{}, err
 	}
-	if bi, err := buildinfo.Read(img); err == nil {
-		t.GoVersion = bi.GoVersion
+	// The build info holds a version and module list of a few KiB; a crafted section of
+	// megabytes would be read whole for a string.
+	if bs := f.Section(".go.buildinfo"); bs == nil || bs.Size <= maxBuildInfo {
+		if bi, err := buildinfo.Read(img); err == nil {
+			t.GoVersion = bi.GoVersion
+		}
 	}
 	fns, ok := fromSymtab(f)
 	if !ok {
@@ -123,6 +137,9 @@ func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 	if len(t.Restarted) == 0 {
 		return Targets{}, fmt.Errorf("%s: no restart point: %w", StartSymbol, ErrNotGo)
 	}
+	if len(t.Restarted) > MaxRestarted {
+		return Targets{}, &RefusedError{Reason: ReasonTooManyProbes, Detail: fmt.Sprintf("%s has %d restart points (cap %d)", StartSymbol, len(t.Restarted), MaxRestarted)}
+	}
 	return t, nil
 }
 
@@ -130,6 +147,10 @@ func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 type span struct{ lo, hi uint64 }
 
 func fromSymtab(f *elf.File) (map[string]span, bool) {
+	s := f.Section(".symtab")
+	if s == nil || s.Size > maxTable || int(s.Link) >= len(f.Sections) || f.Sections[s.Link].Size > maxTable {
+		return nil, false // too large (symbols or their names): .gopclntab, which every Go binary has, is tried instead
+	}
 	syms, err := f.Symbols()
 	if err != nil {
 		return nil, false
@@ -231,8 +252,8 @@ func pclntab(f *elf.File) ([]byte, error) {
 	if s == nil || s.Type == elf.SHT_NOBITS {
 		return nil, fmt.Errorf("no .gopclntab: %w", ErrNotGo)
 	}
-	if s.Size > maxPclntab {
-		return nil, fmt.Errorf(".gopclntab of %d bytes: too large", s.Size)
+	if s.Size > maxTable {
+		return nil, &RefusedError{Reason: ReasonTableTooLarge, Detail: fmt.Sprintf(".gopclntab of %d bytes (cap %d)", s.Size, maxTable)}
 	}
 	return s.Data()
 }

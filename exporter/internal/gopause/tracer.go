@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -34,15 +35,31 @@ type Tracer struct {
 	rd     *ringbuf.Reader
 	done   chan struct{}
 	closed sync.Once
+	// probes is the number of uprobes in place, against opts.MaxProbes.
+	probes atomic.Int64
+	opts   Options
 }
 
 // New loads the programs and starts delivering every finished pause to handle, from one
 // goroutine, until Close. An error wraps the kernel's (EPERM without CAP_BPF/CAP_PERFMON).
-func New(handle func(Pause)) (*Tracer, error) {
+func New(handle func(Pause), opts Options) (*Tracer, error) {
+	if opts.MaxProbes <= 0 {
+		opts.MaxProbes = DefaultMaxProbes
+	}
+	if opts.PausesPerSecond <= 0 {
+		opts.PausesPerSecond = DefaultPausesPerSecond
+	}
 	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; later ones ignore it.
 	_ = rlimit.RemoveMemlock()
-	t := &Tracer{done: make(chan struct{})}
-	if err := loadProbesObjects(&t.objs, nil); err != nil {
+	t := &Tracer{done: make(chan struct{}), opts: opts}
+	spec, err := loadProbes()
+	if err != nil {
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	if err := spec.Variables[probesVarBudgetPerSec].Set(uint32(opts.PausesPerSecond)); err != nil {
+		return nil, fmt.Errorf("pause budget: %w", err)
+	}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}
 	rd, err := ringbuf.NewReader(t.objs.Events)
@@ -78,9 +95,18 @@ func (t *Tracer) read(handle func(Pause)) {
 }
 
 // Lost is the number of pauses dropped because the ring buffer was full.
-func (t *Tracer) Lost() uint64 {
+func (t *Tracer) Lost() uint64 { return sum(t.objs.Lost) }
+
+// Limited is the number of pauses dropped because their process had spent its budget
+// (Options.PausesPerSecond).
+func (t *Tracer) Limited() uint64 { return sum(t.objs.Limited) }
+
+// Probes is the number of uprobes in place.
+func (t *Tracer) Probes() int { return int(t.probes.Load()) }
+
+func sum(m *ebpf.Map) uint64 {
 	var per []uint64
-	if err := t.objs.Lost.Lookup(uint32(0), &per); err != nil {
+	if err := m.Lookup(uint32(0), &per); err != nil {
 		return 0
 	}
 	var n uint64
@@ -102,22 +128,36 @@ func (t *Tracer) Close() error {
 	return err
 }
 
-// Attachment is the pair of uprobes on one process.
+// Attachment is the uprobes on one process.
 type Attachment struct {
+	t     *Tracer
 	links []link.Link
+	held  int64 // probes taken from t's budget
 }
 
-// Attach puts the two entry uprobes on the executable at exe (give /proc/<pid>/exe: it
-// resolves inside containers), firing only for pid. t comes from Find on the same file.
-func (t *Tracer) Attach(pid int, exe string, tg Targets) (*Attachment, error) {
-	ex, err := link.OpenExecutable(exe)
+// Attach puts the entry uprobes on the executable ex, which Open parsed, firing only for pid.
+// The kernel is given /proc/self/fd/N of ex's descriptor: the probes land on the inode that
+// was parsed, whatever the process (or anyone) did with the path since. A node already at
+// Options.MaxProbes refuses (ReasonNodeProbeLimit).
+func (t *Tracer) Attach(pid int, ex *Executable) (*Attachment, error) {
+	tg := ex.Targets
+	n := int64(1 + len(tg.Restarted))
+	if ReasonPassed(tg.GoVersion) {
+		n++
+	}
+	if t.probes.Add(n) > int64(t.opts.MaxProbes) {
+		t.probes.Add(-n)
+		return nil, &RefusedError{Reason: ReasonNodeProbeLimit, Detail: fmt.Sprintf("%d uprobes in place (cap %d)", t.probes.Load(), t.opts.MaxProbes)}
+	}
+	a := &Attachment{t: t, held: n}
+	bin, err := link.OpenExecutable(ex.fdPath())
 	if err != nil {
+		a.Close()
 		return nil, err
 	}
-	a := &Attachment{}
 	// Address is a file offset: no second symbol lookup, and stripped binaries work the same.
 	add := func(sym string, off uint64, prog *ebpf.Program) error {
-		l, err := ex.Uprobe(sym, prog, &link.UprobeOptions{Address: off, PID: pid})
+		l, err := bin.Uprobe(sym, prog, &link.UprobeOptions{Address: off, PID: pid})
 		if err != nil {
 			a.Close()
 			if errors.Is(err, ebpf.ErrNotSupported) {
@@ -145,6 +185,46 @@ func (t *Tracer) Attach(pid int, exe string, tg Targets) (*Attachment, error) {
 	return a, nil
 }
 
+// AttachProcess opens /proc/<pid>/exe under procfs once, refuses what Open refuses, attaches
+// through that descriptor and then checks that the process still runs that file: one that
+// ran another binary meanwhile is detached (ReasonExecuted), as its probes would never fire.
+func (t *Tracer) AttachProcess(procfs string, pid int) (*Attachment, Targets, error) {
+	exe := fmt.Sprintf("%s/%d/exe", procfs, pid)
+	ex, err := Open(exe)
+	if err != nil {
+		return nil, Targets{}, err
+	}
+	defer ex.Close()
+	a, err := t.Attach(pid, ex)
+	if err != nil {
+		return nil, ex.Targets, err
+	}
+	if !ex.Same(exe) {
+		a.Close()
+		return nil, ex.Targets, &RefusedError{Reason: ReasonExecuted, Detail: "the process runs another executable than the one parsed"}
+	}
+	return a, ex.Targets, nil
+}
+
+// Files are the file names the kernel keeps for the attachment's uprobes (bpf_link info,
+// Linux 6.6+): the /proc/self/fd/N they were created with, for checking, while the
+// Executable is open, that they name the inode that was parsed.
+func (a *Attachment) Files() ([]string, error) {
+	var out []string
+	for _, l := range a.links {
+		info, err := l.Info()
+		if err != nil {
+			return nil, err
+		}
+		pe := info.PerfEvent()
+		if pe == nil || pe.Uprobe() == nil {
+			return nil, fmt.Errorf("link %v: no uprobe info", info.Type)
+		}
+		out = append(out, pe.Uprobe().File)
+	}
+	return out, nil
+}
+
 // Close removes the uprobes.
 func (a *Attachment) Close() error {
 	var err error
@@ -152,5 +232,9 @@ func (a *Attachment) Close() error {
 		err = errors.Join(err, l.Close())
 	}
 	a.links = nil
+	if a.held != 0 {
+		a.t.probes.Add(-a.held)
+		a.held = 0
+	}
 	return err
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
@@ -71,13 +70,25 @@ type Options struct {
 	// WarmupWindow: a process younger than this is warming up; its first minutes are
 	// compared with the rest of the window (0: no warm-up judgement).
 	WarmupWindow time.Duration
+	// HTTPConfigFile is a prometheus/common HTTP client configuration (TLS, auth); "" for
+	// plain HTTP.
+	HTTPConfigFile string
+	// Timeout bounds the whole load (every query); 0 for none.
+	Timeout time.Duration
+	// MaxResponseBytes bounds each response; 0 for DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 }
 
 // Load queries Prometheus and returns the workloads of the window [At-Since, At].
 func Load(ctx context.Context, o Options) ([]diagnose.Workload, error) {
-	client, err := api.NewClient(api.Config{Address: o.URL})
+	client, err := newClient(o)
 	if err != nil {
 		return nil, err
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
 	}
 	q := v1.NewAPI(client)
 	rng := model.Duration(o.Since).String()

@@ -62,6 +62,61 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+// limited counts pauses dropped because their process was over its budget.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} limited SEC(".maps");
+
+// Pauses one process may send per second (set by the loader): the ring buffer is shared,
+// and a process stopping the world in a loop must not crowd out the others' pauses.
+volatile const __u32 budget_per_sec = 2000;
+
+// A process's budget: pauses sent in the second that started at window.
+struct budget {
+	__u64 window;
+	__u32 sent;
+	__u32 pad;
+};
+
+// LRU, like stops: a process that exits leaves no entry behind for long.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct budget);
+} budgets SEC(".maps");
+
+static __always_inline void count(void *map)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(map, &zero);
+	if (n)
+		*n += 1;
+}
+
+// within_budget takes one pause from tgid's budget for the second at now; 0 when spent.
+// Pauses of one process are serialised by its runtime (worldsema): no races on the entry.
+static __always_inline int within_budget(__u32 tgid, __u64 now)
+{
+	struct budget *b = bpf_map_lookup_elem(&budgets, &tgid);
+	if (!b) {
+		struct budget fresh = {.window = now, .sent = 1};
+		bpf_map_update_elem(&budgets, &tgid, &fresh, BPF_ANY);
+		return 1;
+	}
+	if (now - b->window >= 1000000000ULL) {
+		b->window = now;
+		b->sent = 0;
+	}
+	if (b->sent >= budget_per_sec)
+		return 0;
+	b->sent++;
+	return 1;
+}
+
 SEC("uprobe/stop_the_world")
 int stop_the_world(struct regs *ctx)
 {
@@ -74,12 +129,14 @@ int stop_the_world(struct regs *ctx)
 // finish sends the pause of tgid in progress, if any, as ended at now.
 static __always_inline void finish(__u32 tgid, struct stop *s, __u64 now)
 {
+	if (!within_budget(tgid, now)) {
+		count(&limited);
+		bpf_map_delete_elem(&stops, &tgid);
+		return;
+	}
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		__u32 zero = 0;
-		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
-		if (n)
-			*n += 1;
+		count(&lost);
 	} else {
 		e->tgid = tgid;
 		e->reason = s->reason;

@@ -1,0 +1,110 @@
+package gopause
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Why a process is not probed (RefusedError.Reason); each is a value of the exporter's
+// refusal counter.
+const (
+	ReasonSetuid         = "setuid"             // setuid or setgid executable
+	ReasonCapabilities   = "file_capabilities"  // executable with file capabilities
+	ReasonNotRegular     = "not_regular"        // not a regular file
+	ReasonTooManyProbes  = "too_many_probes"    // more restart points than MaxRestarted
+	ReasonTableTooLarge  = "table_too_large"    // function table above maxTable
+	ReasonNodeProbeLimit = "node_probe_limit"   // Options.MaxProbes reached
+	ReasonExecuted       = "exec_during_attach" // the process ran another binary by the end of the attach
+)
+
+// RefusedError: the process's executable is not probed, on purpose.
+type RefusedError struct {
+	Reason string
+	Detail string
+}
+
+func (e *RefusedError) Error() string { return "refused (" + e.Reason + "): " + e.Detail }
+
+// Refusal returns the reason when err is a RefusedError.
+func Refusal(err error) (string, bool) {
+	var r *RefusedError
+	if errors.As(err, &r) {
+		return r.Reason, true
+	}
+	return "", false
+}
+
+// FileID identifies an executable's inode.
+type FileID struct{ Dev, Ino uint64 }
+
+func fileID(st *unix.Stat_t) FileID { return FileID{uint64(st.Dev), st.Ino} }
+
+// Executable is one executable opened once: what Open parsed is what Attach probes (through
+// /proc/self/fd/N, which the kernel resolves to this very inode), so a process that runs
+// another binary in between can never get probes at offsets computed from the first.
+type Executable struct {
+	f       *os.File
+	ID      FileID
+	Targets Targets
+}
+
+// Open opens the executable at path (give /proc/<pid>/exe: it resolves inside containers),
+// refuses setuid, setgid and file-capability binaries and anything but a regular file, and
+// finds the targets through the same descriptor.
+func Open(path string) (*Executable, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	ex := &Executable{f: f}
+	if err := ex.check(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	var st unix.Stat_t
+	_ = unix.Fstat(int(f.Fd()), &st)
+	parseMu.Lock()
+	ex.Targets, err = FindIn(f, st.Size)
+	parseMu.Unlock()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return ex, nil
+}
+
+// check refuses what must never be probed: a uprobe is a breakpoint in a file's code, and a
+// privileged binary (setuid, setgid, file capabilities) is often shared with other tenants
+// and the host from a base layer.
+func (ex *Executable) check() error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(ex.f.Fd()), &st); err != nil {
+		return err
+	}
+	ex.ID = fileID(&st)
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return &RefusedError{ReasonNotRegular, fmt.Sprintf("mode %#o", st.Mode)}
+	case st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0:
+		return &RefusedError{ReasonSetuid, fmt.Sprintf("mode %#o", st.Mode&0o7777)}
+	}
+	if n, err := unix.Fgetxattr(int(ex.f.Fd()), "security.capability", nil); err == nil && n > 0 {
+		return &RefusedError{ReasonCapabilities, "security.capability is set"}
+	}
+	return nil
+}
+
+// Close releases the descriptor (the probes keep their own reference to the inode).
+func (ex *Executable) Close() error { return ex.f.Close() }
+
+// Same tells whether path (the process's /proc/<pid>/exe) is still this executable.
+func (ex *Executable) Same(path string) bool {
+	var st unix.Stat_t
+	return unix.Stat(path, &st) == nil && fileID(&st) == ex.ID
+}
+
+// fdPath names the open file for the kernel: /proc/self/fd/N resolves to its inode.
+func (ex *Executable) fdPath() string { return fmt.Sprintf("/proc/self/fd/%d", ex.f.Fd()) }

@@ -1,0 +1,3 @@
+module execloop
+
+go 1.24

@@ -1,0 +1,137 @@
+// Package tenantstr is the one rule for strings that tenants control (process and executable
+// names, Go versions, JVM properties, cgroup names) wherever the exporter shows them: as label
+// values, on a terminal, in Markdown. A tenant chooses these bytes; they must not be able to
+// bloat a series, forge a line of a notification or drive the terminal of whoever reads them.
+package tenantstr
+
+import (
+	"fmt"
+	"hash/crc32"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// MaxLabel caps a label value in bytes. Longer values keep their first bytes (on a rune
+// boundary), then "…" and 8 hex digits of a hash of the whole value, so two long values
+// that share a prefix stay two series.
+const MaxLabel = 256
+
+// castagnoli: CRC-32C, computed by the CPU (SSE4.2) at gigabytes a second; stable across
+// restarts, so a capped label does not churn.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Replacement stands for every invalid UTF-8 byte sequence and every control or
+// bidirectional-formatting character.
+const Replacement = "\uFFFD"
+
+// Rule is the rule in words, for docs/metrics.md.
+const Rule = "every byte of invalid UTF-8 and every control character (C0, DEL, C1, Unicode format characters such as bidirectional overrides) are replaced by U+FFFD, and a value longer than 256 bytes keeps its first bytes, then `…` and 8 hex digits of the CRC-32C of the whole value (distinct long values stay distinct)"
+
+// Label returns s cleaned by the rule. Plain short values (the usual case) are returned as
+// they are, without allocating.
+func Label(s string) string {
+	if plain(s) && len(s) <= MaxLabel {
+		return s
+	}
+	// Bytes beyond 4*MaxLabel are cut anyway: not copied (the hash below still sees all of s).
+	c := replaceUnsafe(s, 4*MaxLabel)
+	if len(c) <= MaxLabel {
+		return c
+	}
+	suffix := fmt.Sprintf("…%08x", crc32.Checksum(unsafe.Slice(unsafe.StringData(s), len(s)), castagnoli)) // crc32 only reads: no copy of a 64 KiB value
+	cut := MaxLabel - len(suffix)
+	for cut > 0 && !utf8.RuneStart(c[cut]) {
+		cut--
+	}
+	return c[:cut] + suffix
+}
+
+// plain: printable ASCII only.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// unsafeRune: what a terminal, a log line or a notification may interpret.
+func unsafeRune(r rune) bool {
+	return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
+}
+
+// replaceUnsafe replaces every unsafe rune of s, stopping once the result exceeds stop
+// bytes (0: never).
+func replaceUnsafe(s string, stop int) string {
+	var b strings.Builder
+	b.Grow(min(len(s), 4*MaxLabel))
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if unsafeRune(r) {
+			b.WriteString(Replacement)
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+		if stop > 0 && b.Len() > stop {
+			break
+		}
+	}
+	return b.String()
+}
+
+// Text returns s for a terminal or a plain-text report: invalid UTF-8 and control characters
+// replaced as in Label (no escape sequence, carriage return or newline of a tenant reaches the
+// reader's terminal), but no length cap: reports also print the exporter's own long texts.
+func Text(s string) string {
+	if plain(s) {
+		return s
+	}
+	return replaceUnsafe(s, 0)
+}
+
+// markdownSpecial are the characters that can open Markdown or HTML syntax inside a line or a
+// table cell (links, images, HTML, emphasis, code, cells, strikethrough): backslash-escaped,
+// as CommonMark allows for any ASCII punctuation. Values never start a line in the reports,
+// so line-start syntax (#, -, 1.) needs nothing.
+const markdownSpecial = "\\`*_[]<>|~"
+
+// Markdown returns s for running Markdown text: Text, then markdownSpecial escaped.
+func Markdown(s string) string {
+	s = Text(s)
+	if !strings.ContainsAny(s, markdownSpecial) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r < utf8.RuneSelf && strings.ContainsRune(markdownSpecial, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// MarkdownCode returns s as a Markdown code span that s cannot close: fenced by one backtick
+// more than its longest run of backticks, padded when it starts or ends with one, and with
+// "|" escaped (GitHub tables split cells on it even inside code spans).
+func MarkdownCode(s string) string {
+	s = strings.ReplaceAll(Text(s), "|", "\\|")
+	longest, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", longest+1)
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		s = " " + s + " "
+	}
+	return fence + s + fence
+}

@@ -1,0 +1,97 @@
+package tenantstr
+
+import (
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+func clean_(s string) bool {
+	return utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) < 0
+}
+
+func TestLabel(t *testing.T) {
+	for in, want := range map[string]string{
+		"java":                            "java",
+		"go1.26.8":                        "go1.26.8",
+		"QuotaBusy (java) #2":             "QuotaBusy (java) #2",
+		"Ünïcödé 名前":                      "Ünïcödé 名前",
+		"\x1b[2Jclear":                    "\uFFFD[2Jclear",
+		"a\r\nb\tc\x00d\x7fe":             "a\uFFFD\uFFFDb\uFFFDc\uFFFDd\uFFFDe",
+		"\u0085next line\u202eevil\u200b": "\uFFFDnext line\uFFFDevil\uFFFD",
+		"bad\xff\xfeutf8":                 "bad\uFFFD\uFFFDutf8",
+	} {
+		if got := Label(in); got != want {
+			t.Errorf("Label(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestLabelLong: 64 KiB values are capped at MaxLabel on a rune boundary; distinct values
+// with a common prefix stay distinct; the same value gives the same label.
+func TestLabelLong(t *testing.T) {
+	a := strings.Repeat("é\x1b", 32<<10)
+	b := a[:len(a)-1] + "x"
+	la, lb := Label(a), Label(b)
+	for _, l := range []string{la, lb} {
+		if len(l) > MaxLabel || !clean_(l) || !strings.Contains(l, "…") {
+			t.Errorf("Label(64 KiB) = %q (%d bytes)", l, len(l))
+		}
+	}
+	if la == lb || Label(a) != la {
+		t.Errorf("labels of distinct long values: %q, %q", la, lb)
+	}
+	if s := strings.Repeat("x", MaxLabel); Label(s) != s {
+		t.Errorf("a value of exactly MaxLabel bytes was changed")
+	}
+}
+
+func TestTextKeepsLength(t *testing.T) {
+	long := strings.Repeat("fix text ", 100)
+	if Text(long) != long {
+		t.Error("Text capped a long plain text")
+	}
+	if got := Text("a\x1b]0;t\x07b"); got != "a\uFFFD]0;t\uFFFDb" {
+		t.Errorf("Text = %q", got)
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain name":                 "plain name",
+		"[click](http://evil) <img>": `\[click\](http://evil) \<img\>`,
+		"a|b *c* _d_ `e` ~f~ \\":     `a\|b \*c\* \_d\_ \` + "`" + `e\` + "`" + ` \~f\~ \\`,
+		"line\n# heading":            "line\uFFFD# heading",
+	} {
+		if got := Markdown(in); got != want {
+			t.Errorf("Markdown(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"/kubepods/pod1": "`/kubepods/pod1`",
+		"a`b":            "``a`b``",
+		"`x``":           "``` `x`` ```",
+		"a|b\n[x](y)":    "`a\\|b\uFFFD[x](y)`",
+	} {
+		if got := MarkdownCode(in); got != want {
+			t.Errorf("MarkdownCode(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// BenchmarkLabel: the cost of the rule on a plain value (every label of every series) and a
+// hostile one.
+func BenchmarkLabel(b *testing.B) {
+	for _, c := range []struct{ name, s string }{
+		{"plain", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234.slice/cri-containerd-abc.scope"},
+		{"hostile-64KiB", strings.Repeat("\x1b[31mA", 64<<10/6)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Label(c.s)
+			}
+		})
+	}
+}
