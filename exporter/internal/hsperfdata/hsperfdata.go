@@ -328,3 +328,13 @@ func (s *Snapshot) Frequency() (int64, bool) {
 func (s *Snapshot) SameLayout(o *Snapshot) bool {
 	return s != nil && o != nil && s.layout == o.layout
 }
+
+// WithoutData returns s without the file's bytes: its header and entry layout only, enough for
+// Reparse and SameLayout (value lookups find nothing). A cache keeps this instead of a whole
+// file per process.
+func (s *Snapshot) WithoutData() *Snapshot {
+	if s == nil {
+		return nil
+	}
+	return &Snapshot{Header: s.Header, Truncated: s.Truncated, layout: s.layout, order: s.order}
+}

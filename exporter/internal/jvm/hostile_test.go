@@ -235,3 +235,40 @@ func TestPasswdAndReleaseStayInRoot(t *testing.T) {
 		t.Errorf("honest release: %v", v)
 	}
 }
+
+// The perf data directory is the JVM user's: a FIFO, or a file of another owner, at the perf
+// data file is not read (and a FIFO does not block); the process's own regular file is.
+func TestPerfDataFileMustBeOwnRegularFile(t *testing.T) {
+	testutil.RequireRoot(t)
+	fixture := loadFixtureBytes(t, "jdk17-g1")
+	for _, c := range []struct {
+		name string
+		set  func(j *testutil.Jail, file string)
+		want Reason
+	}{
+		{"fifo", func(j *testutil.Jail, file string) { j.Mkfifo(t, file) }, ReasonUnreadable},
+		{"other owner", func(j *testutil.Jail, file string) {
+			j.WriteFile(t, file, fixture)
+			if err := os.Chown(j.Path(file), 4242, 4242); err != nil {
+				t.Fatal(err)
+			}
+		}, ReasonUnreadable},
+		{"own file", func(j *testutil.Jail, file string) { j.WriteFile(t, file, fixture) }, ReasonStale}, // read, then refused by its old VM start
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j, p := jailedJava(t)
+			c.set(j, fmt.Sprintf("tmp/hsperfdata_root/%d", p.PID))
+			begin := time.Now()
+			info, err := (&Inspector{}).InspectProcess(context.Background(), p, CgroupCPU{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(begin); d > time.Second {
+				t.Errorf("took %v", d)
+			}
+			if info.PerfDataAvailable() || info.Unavailable == nil || info.Unavailable.Reason != c.want {
+				t.Fatalf("perf data %v, unavailable %v; want %s", info.PerfDataAvailable(), info.Unavailable, c.want)
+			}
+		})
+	}
+}
