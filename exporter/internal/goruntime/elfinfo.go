@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/elfcap"
 )
 
 // Build info is read from every watched process's executable, a file the tenant controls.
@@ -17,15 +19,13 @@ import (
 // structures needed are read here, each with a cap, and only the module text goes to
 // runtime/debug.ParseBuildInfo. Every cap is far above what any Go toolchain writes.
 const (
-	// MaxBinarySize: larger executables are not inspected (reported as a parse error). The
-	// largest Go binaries on nodes (kubelet, Prometheus) are 100-300 MiB; nothing larger is
-	// needed, and the cap keeps a huge sparse file from being scanned.
-	MaxBinarySize = 1 << 30
-	// maxHeaderTable caps the program and the section header tables (64 KiB: 1024 section
-	// headers; Go binaries have about 40).
-	maxHeaderTable = 64 << 10
-	// maxSectionNames caps the section name table (a few hundred bytes in Go binaries).
-	maxSectionNames = 64 << 10
+	// MaxBinarySize: larger executables are not inspected (reported as a parse error); see
+	// elfcap.MaxBinarySize.
+	MaxBinarySize = elfcap.MaxBinarySize
+	// maxHeaderTable caps the program and the section header tables (elfcap.MaxHeaderTable).
+	maxHeaderTable = elfcap.MaxHeaderTable
+	// maxSectionNames caps the section name table (elfcap.MaxSectionNames).
+	maxSectionNames = elfcap.MaxSectionNames
 	// maxScan is how far into the data segment the build info blob is looked for when there
 	// are no section headers: the linker puts it first.
 	maxScan = 64 << 10
@@ -49,7 +49,7 @@ type elfFile struct {
 }
 
 type elfProg struct {
-	typ, flags        uint32
+	typ, flags         uint32
 	off, vaddr, filesz uint64
 }
 

@@ -76,7 +76,7 @@ type cached struct {
 	// perfName its file's name inside the process's root, tried first on the next read.
 	snap     *hsperfdata.Snapshot
 	perfName string
-	main string
+	main     string
 	// flags and version from perf data are final; from the cmdline they are kept until perf
 	// data shows up.
 	fromPerf bool
@@ -381,9 +381,14 @@ func versionFromRelease(ctx context.Context, procfs string, pid int, exe string)
 	if err != nil {
 		return Version{}
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "JAVA_VERSION="); ok {
-			ver, _ := ParseVersion(strings.Trim(v, `"`))
+	return releaseVersion(b)
+}
+
+// releaseVersion parses JAVA_VERSION out of a JDK release file's text.
+func releaseVersion(b []byte) Version {
+	for line := range kernel.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("JAVA_VERSION=")); ok {
+			ver, _ := ParseVersion(strings.Trim(string(v), `"`))
 			return ver
 		}
 	}

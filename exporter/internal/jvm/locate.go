@@ -198,14 +198,19 @@ func hasPasswdEntry(ctx context.Context, procfs string, pid, uid int) (has, ok b
 	if err != nil || uid < 0 {
 		return false, false
 	}
+	return passwdHasUID(b, uid), true
+}
+
+// passwdHasUID reports whether a passwd file's text has an entry for uid.
+func passwdHasUID(b []byte, uid int) bool {
 	want := strconv.Itoa(uid)
-	for _, line := range bytes.Split(b, []byte{'\n'}) {
+	for line := range kernel.Lines(b) {
 		f := bytes.SplitN(line, []byte{':'}, 4)
 		if len(f) >= 3 && string(f[2]) == want {
-			return true, true
+			return true
 		}
 	}
-	return false, true
+	return false
 }
 
 // readInRoot reads name, resolved inside pid's root, if it is a regular file of at most limit
