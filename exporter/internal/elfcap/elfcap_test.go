@@ -6,20 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
-
-func allocated(fn func()) uint64 {
-	var a, b runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&a)
-	fn()
-	runtime.ReadMemStats(&b)
-	return b.TotalAlloc - a.TotalAlloc
-}
 
 // maxNewFileAlloc is what elf.NewFile may allocate on a file that passed Check: both header
 // tables and the section names at their caps, and the parsed sections (1024 of them).
@@ -38,7 +28,7 @@ func TestCheckCrafted(t *testing.T) {
 		if err := Check(bytes.NewReader(b)); !errors.Is(err, ErrTooLarge) {
 			t.Errorf("%s: %v, want ErrTooLarge", name, err)
 		}
-		n := allocated(func() { _, _ = elf.NewFile(bytes.NewReader(b)) })
+		n := testutil.Allocated(func() { _, _ = elf.NewFile(bytes.NewReader(b)) })
 		t.Logf("%s: refused; elf.NewFile alone would allocate %d KiB", name, n>>10)
 	}
 	if err := Check(bytes.NewReader([]byte("#!/bin/sh\n"))); !errors.Is(err, ErrNotELF) {
@@ -70,7 +60,7 @@ func FuzzCheck(f *testing.F) {
 		if Check(bytes.NewReader(b)) != nil {
 			return
 		}
-		n := allocated(func() {
+		n := testutil.Allocated(func() {
 			defer func() { _ = recover() }() // debug/elf's own panics are procread's to recover
 			if ef, err := elf.NewFile(bytes.NewReader(b)); err == nil && SectionFits(ef, ".dynsym", 1<<20) {
 				_, _ = ef.DynamicSymbols()

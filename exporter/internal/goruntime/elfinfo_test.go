@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
@@ -33,16 +32,6 @@ func TestReadGoBuildInfoCrafted(t *testing.T) {
 	}
 }
 
-// allocated is what fn allocates on the heap, in bytes.
-func allocated(fn func()) uint64 {
-	var a, b runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&a)
-	fn()
-	runtime.ReadMemStats(&b)
-	return b.TotalAlloc - a.TotalAlloc
-}
-
 // maxBuildInfoAlloc bounds what one build info read may allocate, whatever the binary says:
 // the header tables (64 KiB each), the scan (64 KiB), the module text (1 MiB) and small change.
 const maxBuildInfoAlloc = 1<<20 + 4*64<<10 + 64<<10
@@ -58,8 +47,8 @@ func TestReadGoBuildInfoBoundedOnCraftedBinaries(t *testing.T) {
 		// Padded like a real file, so a reader that believes the headers finds the bytes.
 		b := append(c.Bytes(), make([]byte, 16<<20)...)
 		var err error
-		n := allocated(func() { _, err = readGoBuildInfo(bytes.NewReader(b)) })
-		std := allocated(func() { _, _ = buildinfo.Read(bytes.NewReader(b)) })
+		n := testutil.Allocated(func() { _, err = readGoBuildInfo(bytes.NewReader(b)) })
+		std := testutil.Allocated(func() { _, _ = buildinfo.Read(bytes.NewReader(b)) })
 		t.Logf("%s: bounded reader allocated %d KiB (err %v); debug/buildinfo %d KiB", name, n>>10, err, std>>10)
 		if n > maxBuildInfoAlloc {
 			t.Errorf("%s: allocated %d bytes, cap %d", name, n, maxBuildInfoAlloc)
@@ -82,7 +71,7 @@ func TestHugeSparseBinarySkipped(t *testing.T) {
 	}
 	f.Close()
 	var bi any
-	n := allocated(func() { bi, err = readBuildInfo(t.Context(), p) })
+	n := testutil.Allocated(func() { bi, err = readBuildInfo(t.Context(), p) })
 	if !errors.Is(err, ErrParse) {
 		t.Fatalf("huge binary: %v, %v", bi, err)
 	}

@@ -27,14 +27,7 @@ func victimJVM(t *testing.T) (int, string) {
 	t.Helper()
 	classes := compileQuotaBusy(t)
 	cmd := exec.Command(testutil.LookPath(t, "java"), "-Xshare:auto", "-Xmx32m", "-cp", classes, "QuotaBusy", "idle")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	out := testutil.StartPiped(t, cmd)
 	line := make(chan string, 1)
 	go func() {
 		l, _ := bufio.NewReader(out).ReadString('\n')

@@ -222,6 +222,8 @@ func TestMapPanicIsItemError(t *testing.T) {
 // stuck reads return.
 func TestNodeWideStuckCap(t *testing.T) {
 	dir := t.TempDir()
+	// Reads released by earlier tests return asynchronously: start from none.
+	waitFor(t, "earlier tests' stuck reads to return", func() bool { return Stuck() == 0 })
 	base := Stuck()
 	var fifos []string
 	defer func() {
