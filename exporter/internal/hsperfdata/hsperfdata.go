@@ -8,14 +8,11 @@ package hsperfdata
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
-
-	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 // MaxFileSize caps how much of a perf data file is read (the default file is 32 KiB;
@@ -135,21 +132,6 @@ func (s *Snapshot) Reparse(b []byte) (*Snapshot, error) {
 		return &Snapshot{Header: h, layout: s.layout, data: b, order: order}, nil
 	}
 	return Parse(b)
-}
-
-// ReadFile reads and parses the perf data file at path, bounded in time by ctx and in size by
-// MaxFileSize. Errors from opening the file (os.ErrNotExist, os.ErrPermission) are returned
-// wrapped so errors.Is works.
-func ReadFile(ctx context.Context, path string) (*Snapshot, error) {
-	b, err := procread.ReadFile(ctx, path, MaxFileSize)
-	if err != nil {
-		return nil, err
-	}
-	s, err := Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
 }
 
 func parseHeader(b []byte) (Header, binary.ByteOrder, error) {

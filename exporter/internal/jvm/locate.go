@@ -87,19 +87,6 @@ func CountCPUList(s string) int {
 // vanished maps a process that went away to os.ErrNotExist (ESRCH shows up on some reads).
 func vanished(err error) error { return kernel.Vanished(err) }
 
-// FindPerfData locates the perf data file of host pid inside its root
-// (/tmp/hsperfdata_*/<nspid>, resolved inside /proc/<pid>/root) and returns its name there.
-// Absence is an *UnavailableError with ReasonNotFound or ReasonUnreadable; Inspect refines the
-// reason.
-func FindPerfData(ctx context.Context, procfs string, pid int) (string, error) {
-	st, err := readStatus(ctx, procfs, pid)
-	if err != nil {
-		return "", err
-	}
-	name, _, err := readPerfData(ctx, procfs, pid, st, "")
-	return name, err
-}
-
 // perfDataDir is where HotSpot keeps its perf data (os::get_temp_directory on Linux), inside
 // the process's root.
 const perfDataDir = "/tmp"
