@@ -90,13 +90,14 @@ func rel(t *testing.T, from, to string) string {
 	return r
 }
 
-// The escape of issue 21: a process named java in a chroot whose /tmp (or
+// The escape of issue 21 (and its kin): a process named java in a chroot whose /tmp (or
 // /tmp/hsperfdata_root, or the perf data file) is a symlink, absolute or relative, to a
 // directory outside its root, made the exporter read another JVM's perf data there and
 // export it under the tenant's cgroup. Resolved inside the root, each symlink leads nowhere.
 func TestPerfDataSymlinkStaysInRoot(t *testing.T) {
 	testutil.RequireRoot(t)
 	_, victimFile := victimJVM(t)
+	victimReady := time.Now()
 	for _, c := range []struct {
 		name string
 		// link returns the jail path to replace and the symlink target, given the jail, the
@@ -139,26 +140,22 @@ func TestPerfDataSymlinkStaysInRoot(t *testing.T) {
 			}
 		})
 	}
-}
-
-// A perf data file really inside the tenant's root but written by another JVM (a copy, or a
-// /tmp shared between containers whose pids collide) is not the process's: the VM start time
-// in the file must match the process's start time.
-func TestPerfDataOfAnotherJVMIsRefused(t *testing.T) {
-	testutil.RequireRoot(t)
-	_, victimFile := victimJVM(t)
-	// The victim's VM started before its ready line: after this, well before the tenant's
-	// process start.
-	time.Sleep(perfStartBefore + time.Second)
-	j, p := jailedJava(t)
-	linkOrCopy(t, victimFile, j.Path(fmt.Sprintf("tmp/hsperfdata_root/%d", p.PID)))
-	info, err := (&Inspector{}).InspectProcess(context.Background(), p, CgroupCPU{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.PerfDataAvailable() || info.Unavailable == nil || info.Unavailable.Reason != ReasonStale {
-		t.Fatalf("another JVM's file in the tenant's /tmp: perf data %v, unavailable %v; want stale", info.PerfDataAvailable(), info.Unavailable)
-	}
+	// A perf data file really inside the tenant's root but written by another JVM (a copy,
+	// or a /tmp shared between containers whose pids collide) is not the process's: the VM
+	// start time in the file must match the process's start time. The victim's VM started
+	// before its ready line, so by now well before the tenant's process.
+	t.Run("another JVM's file inside the root", func(t *testing.T) {
+		time.Sleep(time.Until(victimReady.Add(perfStartBefore + time.Second)))
+		j, p := jailedJava(t)
+		linkOrCopy(t, victimFile, j.Path(fmt.Sprintf("tmp/hsperfdata_root/%d", p.PID)))
+		info, err := (&Inspector{}).InspectProcess(context.Background(), p, CgroupCPU{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.PerfDataAvailable() || info.Unavailable == nil || info.Unavailable.Reason != ReasonStale {
+			t.Fatalf("perf data %v, unavailable %v; want stale", info.PerfDataAvailable(), info.Unavailable)
+		}
+	})
 }
 
 // /etc/passwd and <java.home>/release are read below the process root too: a symlink out of
