@@ -364,6 +364,10 @@ func TestHostileTenants(t *testing.T) {
 	if n := procread.Stuck(); n > stuckBefore {
 		t.Errorf("%d reads stuck after the suite (%d before): a FIFO or symlink blocked a reader", n, stuckBefore)
 	}
+	// The huge binary is a skipped sample with a counted reason, not a failed scrape.
+	if n := errorCount(t, env, "process", "parse"); n < 1 {
+		t.Errorf(`read_errors_total{collector="process",reason="parse"} = %v: the huge binary was not counted`, n)
+	}
 	mfs, _ := errReg.Gather()
 	for _, mf := range mfs {
 		for _, m := range mf.Metric {
