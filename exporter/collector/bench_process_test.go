@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/hsperfdata"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
@@ -28,7 +29,7 @@ import (
 var processCollectors = []string{"process", "go", "jvm", "malloc"}
 
 // procBootTime is the fixture's /proc/stat btime: before the hsperfdata fixtures were
-// captured, so the JVM reader does not take them for files left by an earlier process.
+// captured; each fixture JVM starts when its perf data says its VM began (startTicks).
 const procBootTime = 1600000000
 
 // procHostCounts says what a generated process host holds.
@@ -164,7 +165,7 @@ func writeProcess(b testing.TB, proc string, pid int, comm, exe string, kind pro
 	nspid := 1 + pid%7 // containerised: the JVM names its perf file by its namespaced pid
 	files := map[string]string{
 		"comm":    comm + "\n",
-		"stat":    procStat(pid, comm, len(threads), rss),
+		"stat":    procStat(pid, comm, len(threads), rss, startTicks(perf, pid)),
 		"status":  procStatusFile(pid, nspid, comm, len(threads), rss),
 		"cmdline": strings.Join(procCmdline(kind), "\x00") + "\x00",
 		"environ": strings.Join(procEnviron(kind, pid), "\x00") + "\x00",
@@ -199,7 +200,19 @@ func writeProcess(b testing.TB, proc string, pid int, comm, exe string, kind pro
 }
 
 // procStat is a kernel 6.x /proc/<pid>/stat line (52 fields).
-func procStat(pid int, comm string, threads int, rss uint64) string {
+// startTicks is a fixture process's start (ticks after procBootTime): for a JVM, half a
+// second before the VM start its perf data records, as a launcher takes (the JVM reader
+// refuses perf data whose VM did not start with the process).
+func startTicks(perf []byte, pid int) uint64 {
+	if s, err := hsperfdata.Parse(perf); err == nil {
+		if ms, ok := s.Int("sun.rt.createVmBeginTime"); ok && ms/1000 > procBootTime {
+			return uint64((ms-procBootTime*1000)/10) - 50
+		}
+	}
+	return uint64(1000 + pid)
+}
+
+func procStat(pid int, comm string, threads int, rss uint64, start uint64) string {
 	f := make([]string, 50) // fields 3..52
 	for i := range f {
 		f[i] = "0"
@@ -217,7 +230,7 @@ func procStat(pid int, comm string, threads int, rss uint64) string {
 	set(15, strconv.Itoa(10+pid%100))   // stime
 	set(18, "20")
 	set(20, strconv.Itoa(threads))
-	set(22, strconv.Itoa(1000+pid)) // starttime, ticks after boot
+	set(22, strconv.FormatUint(start, 10)) // starttime, ticks after boot
 	set(23, strconv.FormatUint(rss*4, 10))
 	set(24, strconv.FormatUint(rss/4096, 10))
 	set(25, "18446744073709551615")

@@ -87,6 +87,7 @@ func jvmCgroup(src *CgroupSource, cg cgroupfs.Cgroup) jvm.CgroupCPU {
 
 func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newProcessTally("jvm", c.env.Errors)
+	t.tolerated["perf_data_mismatch"] = true // counted and logged; a state of one JVM, not a failed collector
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
 	procs := withRuntime(all, runtimeJVM)
@@ -118,6 +119,9 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			e.gauge(jvmThreadsDesc, float64(info.Threads[k]), string(k))
 		}
 		if !info.PerfDataAvailable() || info.Counters == nil {
+			if u := info.Unavailable; u != nil && (u.Reason == jvm.ReasonStale || u.Reason == jvm.ReasonForeign) {
+				t.add(fmt.Sprintf("pid %d", p.PID), u) // perf_data_mismatch: another process's file
+			}
 			e.gauge(jvmPerfDataDesc, 0)
 			c.logUnavailable(p, info)
 			continue

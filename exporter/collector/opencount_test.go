@@ -33,15 +33,26 @@ type openLog struct {
 
 func startOpenLog(t testing.TB, dirs []string) *openLog {
 	t.Helper()
+	return newOpenLog(t, func(fd int) error {
+		for _, d := range dirs {
+			if err := unix.FanotifyMark(fd, unix.FAN_MARK_ADD, unix.FAN_OPEN|unix.FAN_EVENT_ON_CHILD, unix.AT_FDCWD, d); err != nil {
+				return fmt.Errorf("fanotify mark %s: %w", d, err)
+			}
+		}
+		return nil
+	})
+}
+
+// newOpenLog starts a log on a fanotify group marked by mark.
+func newOpenLog(t testing.TB, mark func(fd int) error) *openLog {
+	t.Helper()
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY|unix.O_LARGEFILE)
 	if err != nil {
 		testutil.Require(t, false, fmt.Sprintf("fanotify (needs root): %v", err))
 	}
-	for _, d := range dirs {
-		if err := unix.FanotifyMark(fd, unix.FAN_MARK_ADD, unix.FAN_OPEN|unix.FAN_EVENT_ON_CHILD, unix.AT_FDCWD, d); err != nil {
-			unix.Close(fd)
-			t.Fatalf("fanotify mark %s: %v", d, err)
-		}
+	if err := mark(fd); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
 	}
 	l := &openLog{fd: fd, counts: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go l.loop()

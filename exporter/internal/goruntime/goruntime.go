@@ -7,7 +7,6 @@ package goruntime
 
 import (
 	"context"
-	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"os"
@@ -124,8 +123,10 @@ func inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota, affinity
 	return info, nil
 }
 
-// readBuildInfo returns nil, nil for an executable that is not Go. Opening exe ourselves keeps
-// open errors (permission, vanished) apart from buildinfo's unexported format errors.
+// readBuildInfo returns nil, nil for an executable that is not Go. It reads the few bounded
+// structures it needs (readGoBuildInfo), never more than MaxBinarySize's worth of file, and
+// skips larger executables. Opening exe ourselves keeps open errors (permission, vanished)
+// apart from format errors.
 func readBuildInfo(ctx context.Context, exe string) (*debug.BuildInfo, error) {
 	return procread.Do(ctx, func() (*debug.BuildInfo, error) {
 		f, err := os.Open(exe)
@@ -133,16 +134,18 @@ func readBuildInfo(ctx context.Context, exe string) (*debug.BuildInfo, error) {
 			return nil, err
 		}
 		defer f.Close()
-		bi, err := buildinfo.Read(f)
-		if err == nil {
-			return bi, nil
+		if fi, err := f.Stat(); err != nil {
+			return nil, err
+		} else if !fi.Mode().IsRegular() {
+			return nil, nil
+		} else if fi.Size() > MaxBinarySize {
+			return nil, fmt.Errorf("%w: executable of %d bytes, above the %d-byte inspection cap", ErrParse, fi.Size(), MaxBinarySize)
 		}
-		// buildinfo's errNotGoExe and errUnrecognizedFormat are unexported: match the text.
-		if msg := err.Error(); strings.Contains(msg, "not a Go executable") ||
-			strings.Contains(msg, "unrecognized file format") {
+		bi, err := readGoBuildInfo(f)
+		if errors.Is(err, errNotGo) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("%w: %v", ErrParse, err)
+		return bi, err
 	})
 }
 

@@ -8,14 +8,11 @@ package hsperfdata
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
-
-	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 // MaxFileSize caps how much of a perf data file is read (the default file is 32 KiB;
@@ -135,21 +132,6 @@ func (s *Snapshot) Reparse(b []byte) (*Snapshot, error) {
 		return &Snapshot{Header: h, layout: s.layout, data: b, order: order}, nil
 	}
 	return Parse(b)
-}
-
-// ReadFile reads and parses the perf data file at path, bounded in time by ctx and in size by
-// MaxFileSize. Errors from opening the file (os.ErrNotExist, os.ErrPermission) are returned
-// wrapped so errors.Is works.
-func ReadFile(ctx context.Context, path string) (*Snapshot, error) {
-	b, err := procread.ReadFile(ctx, path, MaxFileSize)
-	if err != nil {
-		return nil, err
-	}
-	s, err := Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
 }
 
 func parseHeader(b []byte) (Header, binary.ByteOrder, error) {
@@ -327,4 +309,14 @@ func (s *Snapshot) Frequency() (int64, bool) {
 // SameLayout reports whether o reuses the entry layout of s (Reparse found no new entries).
 func (s *Snapshot) SameLayout(o *Snapshot) bool {
 	return s != nil && o != nil && s.layout == o.layout
+}
+
+// WithoutData returns s without the file's bytes: its header and entry layout only, enough for
+// Reparse and SameLayout (value lookups find nothing). A cache keeps this instead of a whole
+// file per process.
+func (s *Snapshot) WithoutData() *Snapshot {
+	if s == nil {
+		return nil
+	}
+	return &Snapshot{Header: s.Header, Truncated: s.Truncated, layout: s.layout, order: s.order}
 }

@@ -3,7 +3,6 @@ package hsperfdata
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -116,30 +115,6 @@ func TestFixturesMatchJcmd(t *testing.T) {
 				t.Errorf("frequency %d", f)
 			}
 		})
-	}
-}
-
-func TestReadFile(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "1234")
-	if err := os.WriteFile(p, loadFixture(t, "jdk17-g1"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := ReadFile(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := s.String("java.property.java.version"); v != "17.0.15" {
-		t.Errorf("version %q", v)
-	}
-	if _, err := ReadFile(context.Background(), filepath.Join(dir, "nope")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file: %v", err)
-	}
-	if err := os.WriteFile(p, []byte("not perf data at all, but long enough for a header"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadFile(context.Background(), p); !errors.Is(err, ErrMagic) {
-		t.Errorf("garbage: %v", err)
 	}
 }
 

@@ -39,3 +39,18 @@ func FuzzParseStatus(f *testing.F) {
 		CountCPUList(string(b))
 	})
 }
+
+// FuzzPasswdHasUID and FuzzReleaseVersion: the two files read from a tenant's root besides
+// perf data (hsperfdata has FuzzParse) never panic.
+func FuzzPasswdHasUID(f *testing.F) {
+	f.Add([]byte("root:x:0:0::/root:/bin/sh\napp:x:1000:1000::/:/bin/sh\n"), 1000)
+	f.Add([]byte(":::\n\n:"), -1)
+	f.Fuzz(func(t *testing.T, b []byte, uid int) { _ = passwdHasUID(b, uid) })
+}
+
+func FuzzReleaseVersion(f *testing.F) {
+	f.Add([]byte("IMPLEMENTOR=\"Eclipse Adoptium\"\nJAVA_VERSION=\"17.0.15\"\n"))
+	f.Add([]byte("JAVA_VERSION=\"1.8.0_412\""))
+	f.Add([]byte("JAVA_VERSION=\"99999999999999999999.0\"\n"))
+	f.Fuzz(func(t *testing.T, b []byte) { _ = releaseVersion(b) })
+}

@@ -40,7 +40,8 @@ type Info struct {
 	Configured Threads
 	// Threads counts live threads by kind from /proc/<pid>/task/*/comm.
 	Threads ThreadCounts
-	// PerfData is nil when Unavailable is set.
+	// PerfData is nil when Unavailable is set; it holds the entry layout only (the values
+	// read are in Counters and the fields above).
 	PerfData    *hsperfdata.Snapshot
 	Counters    *Counters
 	Unavailable *UnavailableError
@@ -71,8 +72,11 @@ type cacheKey struct {
 }
 
 type cached struct {
-	snap *hsperfdata.Snapshot
-	main string
+	// snap is the last perf data's entry layout (no values: see Snapshot.WithoutData), and
+	// perfName its file's name inside the process's root, tried first on the next read.
+	snap     *hsperfdata.Snapshot
+	perfName string
+	main     string
 	// flags and version from perf data are final; from the cmdline they are kept until perf
 	// data shows up.
 	fromPerf bool
@@ -189,36 +193,28 @@ func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU
 	in.mu.Unlock()
 
 	// Perf data first: it carries flags from JAVA_TOOL_OPTIONS that the cmdline lacks.
-	path, err := findPerfData(ctx, procfs, pid, st)
+	name, b, err := readPerfData(ctx, procfs, pid, st, c.perfName)
 	if err == nil {
 		var snap *hsperfdata.Snapshot
-		var b []byte
-		b, err = readPerfData(ctx, path, st.UID)
-		var ue *UnavailableError
-		if errors.As(err, &ue) {
-			// not the process's own regular file: reported as unreadable below
-		} else if err == nil && len(b) == 0 {
+		if len(b) == 0 {
 			err = &UnavailableError{Reason: ReasonEmpty, Err: errEmptyFile}
-		} else if err == nil {
+		} else {
 			snap, err = c.snap.Reparse(b)
 			if err != nil {
 				err = &UnavailableError{Reason: ReasonInvalid, Err: err}
 			} else if !snap.Header.Accessible {
 				err = &UnavailableError{Reason: ReasonNotReady}
 			}
-		} else if errors.Is(err, os.ErrPermission) {
-			err = &UnavailableError{Reason: ReasonUnreadable, Err: err}
-		} else if errors.Is(err, os.ErrNotExist) {
-			err = &UnavailableError{Reason: ReasonNotFound, Err: err}
-		} else {
-			err = &UnavailableError{Reason: ReasonUnreadable, Err: err}
 		}
-		if err == nil && in.stale(snap, p) {
-			err = &UnavailableError{Reason: ReasonStale}
+		if err == nil {
+			if r, why := in.owner(snap, p); r != "" {
+				err = &UnavailableError{Reason: r, Err: why}
+			}
 		}
 		if err == nil {
 			info.PerfData = snap
-			c.snap = snap
+			c.snap = snap.WithoutData() // the layout serves the next Reparse; values are not kept
+			c.perfName = name
 		}
 	}
 	var ue *UnavailableError
@@ -267,6 +263,9 @@ func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU
 	if info.PerfData != nil {
 		cn := ReadCounters(info.PerfData)
 		info.Counters = &cn
+		// Everything used is in Counters and the fields above: do not keep the file's bytes
+		// (up to hsperfdata.MaxFileSize per JVM) in what callers hold on to.
+		info.PerfData = info.PerfData.WithoutData()
 	}
 
 	if cg.Affinity <= 0 {
@@ -373,31 +372,55 @@ func flagsFromProc(ctx context.Context, procfs string, pid int) (Flags, string) 
 }
 
 // versionFromRelease reads JAVA_VERSION from the release file next to the java binary
-// (<java.home>/release), through the process's root.
+// (<java.home>/release), resolved inside the process's root.
 func versionFromRelease(ctx context.Context, procfs string, pid int, exe string) Version {
 	if exe == "" {
 		return Version{}
 	}
-	p := filepath.Join(procfs, strconv.Itoa(pid), "root", filepath.Dir(filepath.Dir(exe)), "release")
-	b, err := procread.ReadFile(ctx, p, 64<<10)
+	b, err := readInRoot(ctx, procfs, pid, filepath.Join(filepath.Dir(filepath.Dir(exe)), "release"), maxRelease)
 	if err != nil {
 		return Version{}
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "JAVA_VERSION="); ok {
-			ver, _ := ParseVersion(strings.Trim(v, `"`))
+	return releaseVersion(b)
+}
+
+// releaseVersion parses JAVA_VERSION out of a JDK release file's text.
+func releaseVersion(b []byte) Version {
+	for line := range kernel.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("JAVA_VERSION=")); ok {
+			ver, _ := ParseVersion(strings.Trim(string(v), `"`))
 			return ver
 		}
 	}
 	return Version{}
 }
 
-// stale reports whether snap was written by an earlier process with the same pid (a JVM killed
-// with SIGKILL leaves its file): its VM start time is well before this process started.
-func (in *Inspector) stale(snap *hsperfdata.Snapshot, p Process) bool {
+// maxRelease caps the release file (about 1 KiB in every JDK).
+const maxRelease = 64 << 10
+
+// The VM start time in a perf data file (sun.rt.createVmBeginTime, wall clock ms, stamped by
+// the launcher's main thread before the VM loads a class) must fall in
+// [process start - perfStartBefore, process start + 1 s + perfStartAfter], the process start
+// being /proc/<pid>/stat's start ticks on the boot time (btime, whole seconds: up to 1 s
+// early). A file from before the process (a JVM killed with SIGKILL earlier under this pid,
+// another JVM's file copied or linked into a shared /tmp) is stale; one from a VM that began
+// long after the process did is another process's.
+const (
+	// perfStartBefore absorbs clock steps between the process start and the VM start; a VM
+	// cannot begin before its process.
+	perfStartBefore = 2 * time.Second
+	// perfStartAfter is the launcher's time to reach the VM: 0.46-0.54 s measured for JDK 17
+	// on a loaded 2-core host (process start from btime, so up to 1 s more than the truth);
+	// seconds on a loaded node or behind a wrapper that forks, then execs java.
+	perfStartAfter = 60 * time.Second
+)
+
+// owner checks that snap's VM started with process p; it returns "" or the reason (stale,
+// foreign) and why. A file without the counter is accepted: nothing to tell it by.
+func (in *Inspector) owner(snap *hsperfdata.Snapshot, p Process) (Reason, error) {
 	ms, ok := snap.Int("sun.rt.createVmBeginTime")
 	if !ok || ms <= 0 {
-		return false
+		return "", nil
 	}
 	procStart := p.StartTime
 	if procStart <= 0 {
@@ -408,10 +431,16 @@ func (in *Inspector) stale(snap *hsperfdata.Snapshot, p Process) bool {
 		bt := in.bootTime
 		in.mu.Unlock()
 		if bt == 0 {
-			return false
+			return "", nil
 		}
 		procStart = bt + float64(p.StartTicks)/kernel.UserHZ
 	}
-	// Slack for btime's one-second resolution and clock adjustments.
-	return float64(ms)/1e3 < procStart-10
+	vm := float64(ms) / 1e3
+	switch {
+	case vm < procStart-perfStartBefore.Seconds():
+		return ReasonStale, fmt.Errorf("its VM began %.1f s before the process started", procStart-vm)
+	case vm > procStart+1+perfStartAfter.Seconds():
+		return ReasonForeign, fmt.Errorf("its VM began %.1f s after the process started", vm-procStart)
+	}
+	return "", nil
 }

@@ -5,16 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/hsperfdata"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procroot"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procstatus"
@@ -30,7 +29,8 @@ const (
 	ReasonNotFound   Reason = "not_found"       // not created yet, or /tmp not reachable
 	ReasonNotReady   Reason = "not_ready"       // file exists, VM still initialising
 	ReasonUnreadable Reason = "unreadable"      // permission denied
-	ReasonStale      Reason = "stale"           // left by an earlier process with this pid
+	ReasonStale      Reason = "stale"           // its VM began before the process: an earlier process's (same pid) or a copy
+	ReasonForeign    Reason = "foreign"         // its VM began long after the process started: another process's
 	ReasonInvalid    Reason = "invalid"         // not a perf data file
 	ReasonEmpty      Reason = "empty"           // the JVM gave up on its file (see errEmptyFile)
 )
@@ -60,7 +60,8 @@ func (e *UnavailableError) Error() string {
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
-// maxPasswd caps /etc/passwd reads.
+// maxPasswd caps /etc/passwd reads (10 000 users take about 700 KiB); a larger file is not
+// read, and the passwd check then tells nothing.
 const maxPasswd = 1 << 20
 
 // procStatus holds the few /proc/<pid>/status fields used here.
@@ -86,108 +87,128 @@ func CountCPUList(s string) int {
 // vanished maps a process that went away to os.ErrNotExist (ESRCH shows up on some reads).
 func vanished(err error) error { return kernel.Vanished(err) }
 
-// FindPerfData locates the perf data file of host pid through its root:
-// <procfs>/<pid>/root/tmp/hsperfdata_*/<nspid>. With several candidates (several users' dirs
-// in a shared /tmp) the one owned by the process's uid wins. Absence is an *UnavailableError
-// with ReasonNotFound or ReasonUnreadable; Inspect refines the reason.
-func FindPerfData(ctx context.Context, procfs string, pid int) (string, error) {
-	st, err := readStatus(ctx, procfs, pid)
-	if err != nil {
-		return "", err
-	}
-	return findPerfData(ctx, procfs, pid, st)
-}
+// perfDataDir is where HotSpot keeps its perf data (os::get_temp_directory on Linux), inside
+// the process's root.
+const perfDataDir = "/tmp"
 
-func findPerfData(ctx context.Context, procfs string, pid int, st procStatus) (string, error) {
-	tmp := filepath.Join(procfs, strconv.Itoa(pid), "root", "tmp")
-	return procread.Do(ctx, func() (string, error) {
-		ents, err := os.ReadDir(tmp)
+// readPerfData finds and reads the perf data file of pid inside its root (package procroot:
+// every symlink resolved inside that root, regular files only, read through the descriptor
+// that was checked). known, when set, is the name found by an earlier call and is tried first,
+// so that a scrape does not list the tenant's /tmp again; otherwise /tmp is listed (at most
+// procroot.MaxDirEntries names) for hsperfdata_* directories holding <nspid>. The file must
+// be owned by the process's uid (uid < 0: unknown, not checked): the directory is the JVM
+// user's, and the exporter runs as root. Anything that is not the process's own regular file
+// is an *UnavailableError (ReasonNotFound or ReasonUnreadable); other errors mean the process
+// is gone or the read timed out.
+func readPerfData(ctx context.Context, procfs string, pid int, st procStatus, known string) (name string, data []byte, err error) {
+	type found struct {
+		name string
+		data []byte
+	}
+	r, err := procread.Do(ctx, func() (found, error) {
+		root, err := procroot.Open(procfs, pid)
 		if err != nil {
 			if errors.Is(err, fs.ErrPermission) {
-				return "", &UnavailableError{Reason: ReasonUnreadable, Err: err}
+				return found{}, &UnavailableError{Reason: ReasonUnreadable, Err: err}
+			}
+			return found{}, vanished(err)
+		}
+		defer root.Close()
+		if known != "" {
+			if b, err := readOwnPerfData(root, known, st.UID); err == nil {
+				return found{known, b}, nil
+			}
+		}
+		names, _, err := root.ReadDirNames(perfDataDir, procroot.MaxDirEntries)
+		if err != nil {
+			if errors.Is(err, fs.ErrPermission) {
+				return found{}, &UnavailableError{Reason: ReasonUnreadable, Err: err}
 			}
 			if errors.Is(err, fs.ErrNotExist) {
 				if _, serr := os.Stat(filepath.Join(procfs, strconv.Itoa(pid))); serr != nil {
-					return "", vanished(serr) // the process, not the file, is gone
+					return found{}, vanished(serr) // the process, not the directory, is gone
 				}
 			}
-			return "", &UnavailableError{Reason: ReasonNotFound, Err: err}
+			return found{}, &UnavailableError{Reason: ReasonNotFound, Err: err}
 		}
-		var found string
-		var permErr error
-		for _, e := range ents {
-			if !strings.HasPrefix(e.Name(), "hsperfdata_") {
+		var refused error
+		for _, n := range names {
+			if !strings.HasPrefix(n, "hsperfdata_") {
 				continue
 			}
-			p := filepath.Join(tmp, e.Name(), strconv.Itoa(st.NSPid))
-			fi, err := os.Lstat(p) // a user-controlled symlink is not followed (as root)
-			if err != nil {
-				if errors.Is(err, fs.ErrPermission) {
-					permErr = err
-				}
-				continue
+			p := perfDataDir + "/" + n + "/" + strconv.Itoa(st.NSPid)
+			b, err := readOwnPerfData(root, p, st.UID)
+			if err == nil {
+				return found{p, b}, nil
 			}
-			if !fi.Mode().IsRegular() {
-				continue
-			}
-			if sys, ok := fi.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == st.UID {
-				return p, nil
-			}
-			if found == "" {
-				found = p
+			if !errors.Is(err, fs.ErrNotExist) && refused == nil {
+				refused = err
 			}
 		}
-		if found != "" {
-			return found, nil
+		if refused != nil {
+			return found{}, refused
 		}
-		if permErr != nil {
-			return "", &UnavailableError{Reason: ReasonUnreadable, Err: permErr}
-		}
-		return "", &UnavailableError{Reason: ReasonNotFound}
+		return found{}, &UnavailableError{Reason: ReasonNotFound}
 	})
+	return r.name, r.data, err
+}
+
+// readOwnPerfData reads name below root if it is a regular file owned by uid (uid < 0: not
+// checked). Absence wraps fs.ErrNotExist; anything else that is not the process's own regular
+// file is an *UnavailableError with ReasonUnreadable.
+func readOwnPerfData(root *procroot.Root, name string, uid int) ([]byte, error) {
+	f, err := root.Lookup(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: err}
+	}
+	defer f.Close()
+	if !f.IsRegular() {
+		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is not a regular file", name)}
+	}
+	if uid >= 0 && f.Uid() != uid {
+		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is owned by uid %d, not by the process's uid %d", name, f.Uid(), uid)}
+	}
+	b, err := f.Read(hsperfdata.MaxFileSize)
+	if err != nil {
+		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: err}
+	}
+	return b, nil
 }
 
 // hasPasswdEntry reports whether uid is in the process's /etc/passwd. ok is false when that
 // cannot be told (no readable file: NSS may resolve it some other way).
 func hasPasswdEntry(ctx context.Context, procfs string, pid, uid int) (has, ok bool) {
-	b, err := procread.ReadFile(ctx, filepath.Join(procfs, strconv.Itoa(pid), "root", "etc", "passwd"), maxPasswd)
+	b, err := readInRoot(ctx, procfs, pid, "/etc/passwd", maxPasswd)
 	if err != nil || uid < 0 {
 		return false, false
 	}
-	want := strconv.Itoa(uid)
-	for _, line := range bytes.Split(b, []byte{'\n'}) {
-		f := bytes.SplitN(line, []byte{':'}, 4)
-		if len(f) >= 3 && string(f[2]) == want {
-			return true, true
-		}
-	}
-	return false, true
+	return passwdHasUID(b, uid), true
 }
 
-// readPerfData reads the perf data file at path, which lies in a directory the JVM's user
-// controls: it is opened without following a symlink and without blocking on a FIFO, and
-// read only if it is a regular file owned by the process's uid (uid < 0: unknown, not
-// checked). Anything else is an *UnavailableError with ReasonUnreadable.
-func readPerfData(ctx context.Context, path string, uid int) ([]byte, error) {
+// passwdHasUID reports whether a passwd file's text has an entry for uid.
+func passwdHasUID(b []byte, uid int) bool {
+	want := strconv.Itoa(uid)
+	for line := range kernel.Lines(b) {
+		f := bytes.SplitN(line, []byte{':'}, 4)
+		if len(f) >= 3 && string(f[2]) == want {
+			return true
+		}
+	}
+	return false
+}
+
+// readInRoot reads name, resolved inside pid's root, if it is a regular file of at most limit
+// bytes (procroot.Root.ReadFile), within ctx's deadline.
+func readInRoot(ctx context.Context, procfs string, pid int, name string, limit int64) ([]byte, error) {
 	return procread.Do(ctx, func() ([]byte, error) {
-		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is a symbolic link: not followed", path)}
-		}
+		root, err := procroot.Open(procfs, pid)
 		if err != nil {
-			return nil, err
+			return nil, vanished(err)
 		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is not a regular file", path)}
-		}
-		if sys, ok := fi.Sys().(*syscall.Stat_t); ok && uid >= 0 && int(sys.Uid) != uid {
-			return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is owned by uid %d, not by the process's uid %d", path, sys.Uid, uid)}
-		}
-		return io.ReadAll(io.LimitReader(f, hsperfdata.MaxFileSize))
+		defer root.Close()
+		return root.ReadFile(name, limit)
 	})
 }

@@ -8,10 +8,19 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/elfcap"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 const maxTasks = 4096 // threads whose names are checked for jemalloc's background threads
+
+// The executable's dynamic symbols are read whole (debug/elf): at most 1 MiB of .dynsym
+// (43 690 symbols; an executable exports a few hundred unless linked with -rdynamic) and
+// 1 MiB of their names, ~5 MiB while parsed. Larger tables are not read.
+const (
+	maxDynsym = 1 << 20
+	maxDynstr = 1 << 20
+)
 
 // libAllocator names the allocator of a shared-library file name, "" for none.
 func libAllocator(name string) string {
@@ -36,13 +45,9 @@ func libAllocator(name string) string {
 // Limits: a statically linked allocator in a stripped executable that does not export
 // malloc, and statically linked glibc, are not recognized; MALLOC_CONF alone is not
 // evidence (it is often set globally).
-func detectAllocator(ctx context.Context, dir string, maps []Mapping, env map[string]string, glibc bool, threadNames func() ([]string, error)) string {
-	for _, m := range maps {
-		if m.Inode != 0 {
-			if a := libAllocator(m.Path); a != "" {
-				return a
-			}
-		}
+func detectAllocator(ctx context.Context, dir string, allocLib string, env map[string]string, glibc bool, threadNames func() ([]string, error)) string {
+	if allocLib != "" {
+		return allocLib
 	}
 	if !glibc {
 		return Other
@@ -65,11 +70,14 @@ func detectAllocator(ctx context.Context, dir string, maps []Mapping, env map[st
 // that defines malloc itself exports it (libc's own callers must bind to it).
 func exeAllocator(ctx context.Context, exe string) string {
 	a, _ := procread.Do(ctx, func() (string, error) {
-		f, err := elf.Open(exe)
+		f, err := elfcap.Open(exe)
 		if err != nil {
 			return "", err
 		}
 		defer f.Close()
+		if !elfcap.SectionFits(f.File, ".dynsym", maxDynsym) || !elfcap.SectionFits(f.File, ".dynstr", maxDynstr) {
+			return "", nil // no dynamic symbols, or too many to read: the allocator stays unknown here
+		}
 		syms, err := f.DynamicSymbols()
 		if err != nil {
 			return "", err

@@ -1,7 +1,12 @@
 package malloc
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -128,4 +133,66 @@ func TestUnitRules(t *testing.T) {
 	if got := residentIn(e, []Range{{a, a + HeapMaxSize}}); got != 512<<10 {
 		t.Errorf("prorated rss %d", got)
 	}
+}
+
+// FuzzScanMaps: the streaming summary sees what the whole-file parser sees.
+func FuzzScanMaps(f *testing.F) {
+	f.Add([]byte("7f1c00000000-7f1c04000000 rw-p 00000000 00:00 0 \n7f1c04000000-7f1c08000000 ---p 00000000 00:00 0 \n7f1c10000000-7f1c10100000 r-xp 00000000 08:01 1234 /usr/lib/libc.so.6\n"))
+	f.Add([]byte("00400000-00401000 r-xp 00000000 08:01 99 /usr/lib/libjemalloc.so.2"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := scanMaps(bytes.NewReader(b), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < maxLine {
+			maps := ParseMaps(b)
+			if s.mappings != len(maps) || s.glibc != glibcVersion(maps) || len(s.cands) != len(candidates(maps, 64)) {
+				t.Fatalf("stream: %d mappings, glibc %q, %d candidates; whole: %d, %q, %d",
+					s.mappings, s.glibc, len(s.cands), len(maps), glibcVersion(maps), len(candidates(maps, 64)))
+			}
+		}
+	})
+}
+
+// mapsText generates the maps of a process with n anonymous mappings and n file mappings
+// with long paths, without holding it in memory.
+type mapsText struct {
+	i, n int
+	buf  []byte
+}
+
+func (m *mapsText) Read(p []byte) (int, error) {
+	for len(m.buf) == 0 {
+		if m.i == m.n {
+			return 0, io.EOF
+		}
+		a := uint64(m.i) << 27
+		m.buf = fmt.Appendf(nil, "%x-%x rw-p 00000000 00:00 0 \n%x-%x r--p 00000000 08:01 7 /%s%d\n",
+			a, a+4096, a+8192, a+12288, strings.Repeat("x", 4000), m.i)
+		m.i++
+	}
+	n := copy(p, m.buf)
+	m.buf = m.buf[n:]
+	return n, nil
+}
+
+// A process with as many mappings as the kernel allows (65 530), each file mapping with a
+// 4 KiB path (a 270 MB maps file), costs the streaming reader its fixed buffer and capped
+// lists: what it keeps does not grow with the file.
+func TestScanMapsMemoryBounded(t *testing.T) {
+	var a1, a2 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a1)
+	s, err := scanMaps(&mapsText{n: 65530 / 2}, maxCandidates)
+	runtime.GC()
+	runtime.ReadMemStats(&a2)
+	if err != nil || s.mappings != 65530 {
+		t.Fatalf("%d mappings, %v", s.mappings, err)
+	}
+	kept := int64(a2.HeapAlloc) - int64(a1.HeapAlloc)
+	t.Logf("65530 mappings: kept %d KiB after the scan (%d candidates), allocated %d MiB in passing", kept>>10, len(s.cands), (a2.TotalAlloc-a1.TotalAlloc)>>20)
+	if kept > 1<<20 {
+		t.Errorf("kept %d bytes", kept)
+	}
+	runtime.KeepAlive(s)
 }

@@ -98,37 +98,26 @@ func Validate(cands []Header) (heaps []Header, arenas int) {
 // It misses full heaps (64 MiB rw-p, often merged with a neighbour into one mapping) and
 // cannot tell arenas from heaps.
 func heuristicHeaps(maps []Mapping) []Range {
-	var out []Range
-	for i := 0; i+1 < len(maps); i++ {
-		rw, res := maps[i], maps[i+1]
-		if rw.Perms != "rw-p" || !rw.Anonymous() || rw.Start%HeapMaxSize != 0 {
-			continue
-		}
-		if res.Perms != "---p" || !res.Anonymous() || res.Start != rw.End {
-			continue
-		}
-		if res.End-rw.Start == HeapMaxSize {
-			out = append(out, Range{rw.Start, rw.Start + HeapMaxSize})
-		}
+	s := newMapsSummary(len(maps))
+	for _, m := range maps {
+		s.add(m)
 	}
-	return out
+	return s.heuristic
+}
+
+// heapPair reports whether rw and the mapping after it, res, are a heap's two parts: an
+// aligned anonymous rw-p mapping and the ---p reservation up to HEAP_MAX_SIZE.
+func heapPair(rw, res Mapping) bool {
+	return rw.Perms == "rw-p" && rw.Anonymous() && rw.Start%HeapMaxSize == 0 &&
+		res.Perms == "---p" && res.Anonymous() && res.Start == rw.End && res.End-rw.Start == HeapMaxSize
 }
 
 // candidates lists every HEAP_MAX_SIZE-aligned address inside anonymous rw-p mappings: a
 // heap's rw part starts there, possibly merged with the mapping below it.
 func candidates(maps []Mapping, limit int) []uint64 {
-	var out []uint64
+	s := newMapsSummary(limit)
 	for _, m := range maps {
-		if m.Perms != "rw-p" || !m.Anonymous() {
-			continue
-		}
-		a := (m.Start + HeapMaxSize - 1) &^ (HeapMaxSize - 1)
-		for ; a >= m.Start && a < m.End && a+headerSize <= m.End; a += HeapMaxSize {
-			if len(out) >= limit {
-				return out
-			}
-			out = append(out, a)
-		}
+		s.add(m)
 	}
-	return out
+	return s.cands
 }

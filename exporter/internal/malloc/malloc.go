@@ -42,8 +42,7 @@ const (
 )
 
 const (
-	maxMaps       = 32 << 20 // /proc/<pid>/maps cap: ~300k mappings
-	maxCandidates = 1 << 14  // aligned addresses probed per process (1 TiB of anonymous rw memory)
+	maxCandidates = 1 << 14 // aligned addresses probed per process (1 TiB of anonymous rw memory); also caps heuristic heaps
 )
 
 // Range is an address range [Start, End).
@@ -126,19 +125,25 @@ func inspect(ctx context.Context, procfs string, pid int, environ *environ, thre
 		defer cancel()
 	}
 	dir := filepath.Join(procfs, strconv.Itoa(pid))
-	b, err := procread.ReadFile(ctx, filepath.Join(dir, "maps"), maxMaps)
+	maps, err := procread.Do(ctx, func() (*mapsSummary, error) {
+		f, err := os.Open(filepath.Join(dir, "maps"))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return scanMaps(f, maxCandidates)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("malloc: pid %d maps: %w", pid, err)
 	}
-	maps := ParseMaps(b)
-	if len(maps) == 0 {
+	if maps.mappings == 0 {
 		// Zombies (and kernel threads) have no address space.
 		return nil, fmt.Errorf("malloc: pid %d has no mappings (exited): %w", pid, os.ErrNotExist)
 	}
-	st := &State{Glibc: glibcVersion(maps)}
+	st := &State{Glibc: maps.glibc}
 	// Environment errors are not fatal: maps is the main evidence.
 	env, _ := environ.get()
-	st.Allocator = detectAllocator(ctx, dir, maps, env, st.Glibc != "", threadNames)
+	st.Allocator = detectAllocator(ctx, dir, maps.allocLib, env, st.Glibc != "", threadNames)
 	if st.Glibc == "" {
 		return st, nil
 	}
@@ -150,8 +155,8 @@ func inspect(ctx context.Context, procfs string, pid int, environ *environ, thre
 
 // readHeaders counts heaps from their headers, or falls back to the maps heuristic when
 // /proc/<pid>/mem cannot be read.
-func readHeaders(ctx context.Context, dir string, maps []Mapping, st *State) error {
-	cands := candidates(maps, maxCandidates)
+func readHeaders(ctx context.Context, dir string, maps *mapsSummary, st *State) error {
+	cands := maps.cands
 	f, err := procread.Do(ctx, func() (*os.File, error) { return os.Open(filepath.Join(dir, "mem")) })
 	if err != nil {
 		if unreadable(err) {
@@ -207,8 +212,8 @@ func unreadable(err error) bool {
 	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
 }
 
-func fallback(maps []Mapping, st *State) {
-	st.HeapRanges = heuristicHeaps(maps)
+func fallback(maps *mapsSummary, st *State) {
+	st.HeapRanges = maps.heuristic
 	st.Method, st.Heaps, st.Arenas = MethodMaps, len(st.HeapRanges), len(st.HeapRanges)
 }
 
@@ -218,16 +223,23 @@ var libcVersioned = regexp.MustCompile(`^libc-2\.(\d+)\.so$`)
 // itself; before, libc.so.6 was a symlink to libc-2.NN.so and maps shows the target.
 func glibcVersion(maps []Mapping) string {
 	for _, m := range maps {
-		if m.Inode == 0 {
-			continue
+		if m.Inode != 0 {
+			if v := libcVersion(m.Path); v != "" {
+				return v
+			}
 		}
-		base := path.Base(strings.TrimSuffix(m.Path, " (deleted)"))
-		if base == "libc.so.6" {
-			return "2.34+"
-		}
-		if v := libcVersioned.FindStringSubmatch(base); v != nil {
-			return "2." + v[1]
-		}
+	}
+	return ""
+}
+
+// libcVersion is the glibc version of a mapped file name, "" when it is no glibc libc.
+func libcVersion(name string) string {
+	base := path.Base(strings.TrimSuffix(name, " (deleted)"))
+	if base == "libc.so.6" {
+		return "2.34+"
+	}
+	if v := libcVersioned.FindStringSubmatch(base); v != nil {
+		return "2." + v[1]
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package malloc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -262,9 +263,9 @@ func TestVanished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps := ParseMaps(b)
-	if len(candidates(maps, maxCandidates)) == 0 {
-		t.Fatal("no candidate addresses")
+	maps, err := scanMaps(bytes.NewReader(b), maxCandidates)
+	if err != nil || len(maps.cands) == 0 {
+		t.Fatalf("no candidate addresses (%v)", err)
 	}
 	_ = p.cmd.Process.Kill()
 	// Wait for the zombie: its mm is gone, but /proc/<pid> still exists.

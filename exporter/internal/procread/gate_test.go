@@ -216,3 +216,76 @@ func TestMapPanicIsItemError(t *testing.T) {
 		t.Fatalf("got %+v", res)
 	}
 }
+
+// Many stuck reads (many hostile processes, each with its own key) cannot add up past
+// MaxStuck threads: beyond it reads are refused at once, and the count comes back down as the
+// stuck reads return.
+func TestNodeWideStuckCap(t *testing.T) {
+	dir := t.TempDir()
+	// Reads released by earlier tests return asynchronously: start from none.
+	waitFor(t, "earlier tests' stuck reads to return", func() bool { return Stuck() == 0 })
+	base := Stuck()
+	var fifos []string
+	defer func() {
+		for _, p := range fifos {
+			release(t, p)
+		}
+	}()
+	for i := range MaxStuck - base {
+		p := fifo(t, dir, fmt.Sprintf("stuck%d", i))
+		fifos = append(fifos, p)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		_, err := ReadFile(ctx, p, 10)
+		cancel()
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	if Stuck() != MaxStuck {
+		t.Fatalf("stuck = %d, want %d", Stuck(), MaxStuck)
+	}
+	threads := func() int { n, _ := runtime.ThreadCreateProfile(nil); return n }
+	before := threads()
+	ok := filepath.Join(dir, "ok")
+	if err := os.WriteFile(ok, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if _, err := ReadFile(context.Background(), ok, 10); !errors.Is(err, ErrOverloaded) {
+			t.Fatalf("read at the cap: %v, want ErrOverloaded", err)
+		}
+	}
+	res := Map(context.Background(), Budget{Workers: 4}, []string{ok, ok}, func(s string) string { return s }, readPath)
+	for _, r := range res {
+		if !errors.Is(r.Err, ErrOverloaded) {
+			t.Fatalf("Map at the cap: %v", r.Err)
+		}
+	}
+	if after := threads(); after > before+2 {
+		t.Errorf("threads grew from %d to %d while refusing", before, after)
+	}
+	for _, p := range fifos {
+		release(t, p)
+	}
+	fifos = nil
+	waitFor(t, "stuck reads to return", func() bool { return Stuck() == base })
+	if b, err := ReadFile(context.Background(), ok, 10); err != nil || string(b) != "x" {
+		t.Fatalf("after release: %q, %v", b, err)
+	}
+}
+
+// A panic in a read function (a parser bug on a tenant's file) is that read's error.
+func TestDoRecoversPanic(t *testing.T) {
+	_, err := Do(context.Background(), func() (int, error) {
+		var m map[string]int
+		m["x"]++ // panics
+		return 0, nil
+	})
+	if !errors.Is(err, ErrPanic) {
+		t.Fatalf("err = %v, want ErrPanic", err)
+	}
+	res := Map(context.Background(), Budget{Workers: 1}, []int{1}, func(int) string { return "k" }, func(int) (int, error) { panic("bad") })
+	if !errors.Is(res[0].Err, ErrPanic) {
+		t.Fatalf("Map: %v", res[0].Err)
+	}
+}

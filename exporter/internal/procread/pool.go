@@ -79,7 +79,9 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 			var v R
 			var err error
 			var leave func()
-			if b.Gate != nil {
+			if overloaded() {
+				err = ErrOverloaded
+			} else if b.Gate != nil {
 				leave, err = b.Gate.Enter(key(items[i]), b.Kind)
 			}
 			if err == nil {
@@ -89,6 +91,9 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 				}
 			}
 			mu.Lock()
+			if w.abandoned {
+				stuck.Add(-1) // counted by abandon; it no longer holds a thread
+			}
 			if !sealed && !w.abandoned {
 				res[i] = Result[R]{Value: v, Err: err, Done: true}
 			}
@@ -117,11 +122,12 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 		defer t.Stop()
 		tc = t.C
 	}
-	abandon := func(w *worker, why string, stuck bool) {
+	abandon := func(w *worker, why string, isStuck bool) {
 		w.abandoned = true
+		stuck.Add(1) // node-wide, until the worker's read returns (run, under mu)
 		delete(active, w)
 		res[w.item] = Result[R]{Err: fmt.Errorf("%s: %w", why, ErrTimeout), Done: true}
-		if b.Gate != nil && stuck {
+		if b.Gate != nil && isStuck {
 			b.Gate.Abandon(key(items[w.item]))
 		}
 	}
@@ -179,7 +185,7 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 func guarded[T, R any](fn func(T) (R, error), item T) (v R, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
+			err = recovered(r)
 		}
 	}()
 	return fn(item)

@@ -29,6 +29,14 @@
 // becomes that item's error.
 //
 // ErrStuck wraps ErrTimeout: error counters report both as reason "timeout".
+//
+// Node-wide bound: every read abandoned by its caller and not yet returned holds an OS thread
+// in the kernel. At most MaxStuck such reads exist in the whole process; while that many are
+// outstanding, new reads are refused at once with ErrOverloaded (a timeout) instead of
+// starting a goroutine, whatever gate, collector or process they are for.
+//
+// Panics: a panic in a read function (a parser bug on a tenant's file) is recovered in the
+// goroutine that ran it and returned as that read's error, wrapping ErrPanic.
 package procread
 
 import (
@@ -37,6 +45,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,6 +55,58 @@ const DefaultTimeout = 2 * time.Second
 // ErrTimeout is returned when a read did not finish in time; the reading goroutine is
 // abandoned (it ends when the kernel returns).
 var ErrTimeout = errors.New("read timed out")
+
+// MaxStuck caps, for the whole exporter, the reads that their callers abandoned and that have
+// not returned: each one is an OS thread blocked in the kernel (a process whose mmap lock is
+// held, a stuck FUSE server, a cgroup file behind a kernel lock). Per-key gates stop a stuck
+// key from costing a thread per scrape; this stops many stuck keys (many hostile processes)
+// from adding up: 64 threads cost ~64 × 8 KiB of kernel stack plus Go's ~8 KiB each, and stay
+// well below Go's 10 000-thread limit, which ends the process.
+const MaxStuck = 64
+
+// ErrOverloaded is returned, without reading, while MaxStuck abandoned reads are outstanding.
+var ErrOverloaded = fmt.Errorf("%w: %d abandoned reads have not returned (node-wide cap)", ErrTimeout, MaxStuck)
+
+// ErrPanic wraps a panic recovered in a read function.
+var ErrPanic = errors.New("panic while reading")
+
+// stuck counts abandoned reads not yet returned (see MaxStuck).
+var stuck atomic.Int64
+
+// Stuck is the number of abandoned reads, node-wide, that have not returned.
+func Stuck() int { return int(stuck.Load()) }
+
+// overloaded reports whether new reads must be refused.
+func overloaded() bool { return stuck.Load() >= MaxStuck }
+
+// recovered turns a recovered panic value into an error wrapping ErrPanic; the value is cut
+// short (it may quote the input).
+func recovered(r any) error {
+	msg := fmt.Sprint(r)
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	return fmt.Errorf("%w: %s", ErrPanic, msg)
+}
+
+// abandonment tracks whether a read's caller gave up on it before it returned: the side that
+// comes second (the read returning, or the caller giving up) settles the node-wide count.
+type abandonment struct{ state atomic.Int32 } // 0 running, 1 returned, 2 abandoned
+
+// returned is called by the reading goroutine when the read returns.
+func (a *abandonment) returned() {
+	if !a.state.CompareAndSwap(0, 1) {
+		stuck.Add(-1) // abandoned earlier: it no longer holds a thread
+	}
+}
+
+// abandon is called by the caller when it stops waiting.
+func (a *abandonment) abandon() {
+	stuck.Add(1)
+	if !a.state.CompareAndSwap(0, 2) {
+		stuck.Add(-1) // returned meanwhile
+	}
+}
 
 // ReadFile reads at most maxBytes of path within the context's deadline (DefaultTimeout if none).
 func ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error) {
@@ -65,8 +126,13 @@ func ReadAt(ctx context.Context, f *os.File, buf []byte, off int64) (int, error)
 		n   int
 		err error
 	}
+	if overloaded() {
+		return 0, ErrOverloaded
+	}
 	ch := make(chan result, 1)
+	var a abandonment
 	go func() {
+		defer a.returned()
 		n, err := f.ReadAt(buf, off)
 		ch <- result{n, err}
 	}()
@@ -76,6 +142,7 @@ func ReadAt(ctx context.Context, f *os.File, buf []byte, off int64) (int, error)
 	case r := <-ch:
 		return r.n, r.err
 	case <-ctx.Done():
+		a.abandon()
 		return 0, fmt.Errorf("%s at %#x: %w", f.Name(), off, ErrTimeout)
 	}
 }
@@ -86,16 +153,29 @@ func Do[T any](ctx context.Context, read func() (T, error)) (T, error) {
 }
 
 // race runs read in a goroutine and returns its result, or timedOut's error when ctx ends
-// first (DefaultTimeout if ctx has no deadline); the abandoned goroutine ends when read does.
+// first (DefaultTimeout if ctx has no deadline); the abandoned goroutine ends when read does,
+// and counts towards MaxStuck until then. A panic in read is its error (ErrPanic).
 func race[T any](ctx context.Context, read func() (T, error), timedOut func() error) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
+	var zero T
+	if overloaded() {
+		return zero, ErrOverloaded
+	}
 	ch := make(chan result, 1)
+	var a abandonment
 	go func() {
-		v, err := read()
-		ch <- result{v, err}
+		defer a.returned()
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r = result{err: recovered(p)}
+			}
+			ch <- r
+		}()
+		r.v, r.err = read()
 	}()
 	ctx, cancel := withDefault(ctx)
 	defer cancel()
@@ -103,7 +183,7 @@ func race[T any](ctx context.Context, read func() (T, error), timedOut func() er
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		var zero T
+		a.abandon()
 		return zero, timedOut()
 	}
 }

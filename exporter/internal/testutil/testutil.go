@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 )
 
@@ -72,4 +73,15 @@ func StartPiped(t testing.TB, cmd *exec.Cmd) io.Reader {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return out
+}
+
+// Allocated is what fn allocates on the Go heap, in bytes (after a GC, so that what came
+// before is not counted).
+func Allocated(fn func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	fn()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
 }
