@@ -1,7 +1,6 @@
 package gopause
 
 import (
-	"debug/buildinfo"
 	"debug/elf"
 	"debug/gosym"
 	"errors"
@@ -12,6 +11,9 @@ import (
 
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/elfcap"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 )
 
 // The runtime functions whose code bounds a stop-the-world pause.
@@ -51,9 +53,6 @@ type Targets struct {
 // node-wide (parseMu), so this also bounds the memory all of gopause's parsing holds.
 const maxTable = 64 << 20
 
-// maxBuildInfo bounds the .go.buildinfo section read for the Go version.
-const maxBuildInfo = 1 << 20
-
 // maxFunc bounds the code read of startTheWorldWithSema (about 1 KiB in Go 1.26).
 const maxFunc = 64 << 10
 
@@ -88,16 +87,17 @@ func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 		}
 	}()
 	img := io.NewSectionReader(r, 0, size)
+	// debug/elf reads the header and section name tables at whatever size the file claims:
+	// elfcap checks them first, and the build info comes from goruntime's capped reader.
+	if err := elfcap.Check(img); err != nil {
+		return Targets{}, err
+	}
 	f, err := elf.NewFile(img)
 	if err != nil {
 		return Targets{}, err
 	}
-	// The build info holds a version and module list of a few KiB; a crafted section of
-	// megabytes would be read whole for a string.
-	if bs := f.Section(".go.buildinfo"); bs == nil || bs.Size <= maxBuildInfo {
-		if bi, err := buildinfo.Read(img); err == nil {
-			t.GoVersion = bi.GoVersion
-		}
+	if bi, err := goruntime.ReadBuildInfo(img); err == nil {
+		t.GoVersion = bi.GoVersion
 	}
 	fns, ok := fromSymtab(f)
 	if !ok {

@@ -74,10 +74,11 @@ func readAtMost(r io.ReaderAt, off, n uint64) ([]byte, error) {
 	return b, nil
 }
 
-// readGoBuildInfo returns the build info of a Go executable read through r, or errNotGo.
+// ReadBuildInfo returns the build info of a Go executable read through r, or errNotGo.
 // I/O errors are returned as they are; a malformed Go binary is errNotGo too (it cannot be
-// told from a non-Go one that happens to hold the magic).
-func readGoBuildInfo(r io.ReaderAt) (*debug.BuildInfo, error) {
+// told from a non-Go one that happens to hold the magic). It is debug/buildinfo.Read with every
+// structure read under a cap (see above); gopause uses it too, on the file it attaches through.
+func ReadBuildInfo(r io.ReaderAt) (*debug.BuildInfo, error) {
 	vers, mod, err := readRawBuildInfo(r)
 	if err != nil {
 		return nil, err

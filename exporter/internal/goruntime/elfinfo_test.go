@@ -16,7 +16,7 @@ const craftedMod = "path\texample.com/app\nmod\texample.com/app\t(devel)\t\ndep\
 // The bounded reader agrees with debug/buildinfo on an honest layout.
 func TestReadGoBuildInfoCrafted(t *testing.T) {
 	b := testutil.CraftedELF{GoVersion: "go1.26.8", ModInfo: craftedMod}.Bytes()
-	got, err := readGoBuildInfo(bytes.NewReader(b))
+	got, err := ReadBuildInfo(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestReadGoBuildInfoCrafted(t *testing.T) {
 	if got.String() != want.String() {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
-	if _, err := readGoBuildInfo(bytes.NewReader(testutil.CraftedELF{}.Bytes())); !errors.Is(err, errNotGo) {
+	if _, err := ReadBuildInfo(bytes.NewReader(testutil.CraftedELF{}.Bytes())); !errors.Is(err, errNotGo) {
 		t.Fatalf("ELF without build info: %v", err)
 	}
 }
@@ -47,7 +47,7 @@ func TestReadGoBuildInfoBoundedOnCraftedBinaries(t *testing.T) {
 		// Padded like a real file, so a reader that believes the headers finds the bytes.
 		b := append(c.Bytes(), make([]byte, 16<<20)...)
 		var err error
-		n := testutil.Allocated(func() { _, err = readGoBuildInfo(bytes.NewReader(b)) })
+		n := testutil.Allocated(func() { _, err = ReadBuildInfo(bytes.NewReader(b)) })
 		std := testutil.Allocated(func() { _, _ = buildinfo.Read(bytes.NewReader(b)) })
 		t.Logf("%s: bounded reader allocated %d KiB (err %v); debug/buildinfo %d KiB", name, n>>10, err, std>>10)
 		if n > maxBuildInfoAlloc {
@@ -92,7 +92,7 @@ func FuzzReadGoBuildInfo(f *testing.F) {
 	f.Add(testutil.CraftedELF{}.Bytes())
 	f.Add([]byte("\x7fELF\x02\x01\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		bi, err := readGoBuildInfo(bytes.NewReader(b))
+		bi, err := ReadBuildInfo(bytes.NewReader(b))
 		if err != nil {
 			return
 		}

@@ -124,7 +124,7 @@ func inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota, affinity
 }
 
 // readBuildInfo returns nil, nil for an executable that is not Go. It reads the few bounded
-// structures it needs (readGoBuildInfo), never more than MaxBinarySize's worth of file, and
+// structures it needs (ReadBuildInfo), never more than MaxBinarySize's worth of file, and
 // skips larger executables. Opening exe ourselves keeps open errors (permission, vanished)
 // apart from format errors.
 func readBuildInfo(ctx context.Context, exe string) (*debug.BuildInfo, error) {
@@ -141,7 +141,7 @@ func readBuildInfo(ctx context.Context, exe string) (*debug.BuildInfo, error) {
 		} else if fi.Size() > MaxBinarySize {
 			return nil, fmt.Errorf("%w: executable of %d bytes, above the %d-byte inspection cap", ErrParse, fi.Size(), MaxBinarySize)
 		}
-		bi, err := readGoBuildInfo(f)
+		bi, err := ReadBuildInfo(f)
 		if errors.Is(err, errNotGo) {
 			return nil, nil
 		}
