@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/model/relabel"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	sigsyaml "sigs.k8s.io/yaml"
 )
@@ -41,6 +42,8 @@ type manifests struct {
 	configMaps      []corev1.ConfigMap
 	podMonitors     []monitoringv1.PodMonitor
 	prometheusRules []monitoringv1.PrometheusRule
+	networkPolicies []networkingv1.NetworkPolicy
+	secrets         []corev1.Secret
 }
 
 // decodeStrict decodes one document into v the way the API server's strict field validation
@@ -131,6 +134,18 @@ func decodeInto(m *manifests, apiVersion, kind string, doc []byte) error {
 			return err
 		}
 		m.prometheusRules = append(m.prometheusRules, v)
+	case "networking.k8s.io/v1/NetworkPolicy":
+		var v networkingv1.NetworkPolicy
+		if err := decodeStrict(doc, &v); err != nil {
+			return err
+		}
+		m.networkPolicies = append(m.networkPolicies, v)
+	case "v1/Secret":
+		var v corev1.Secret
+		if err := decodeStrict(doc, &v); err != nil {
+			return err
+		}
+		m.secrets = append(m.secrets, v)
 	default:
 		return fmt.Errorf("no Go type registered for this kind in the test")
 	}
@@ -151,9 +166,9 @@ func TestStrictDecodeRejectsUnknownFields(t *testing.T) {
 func TestKubernetesManifests(t *testing.T) {
 	_, m := loadManifests(t)
 	if len(m.daemonSets) != 1 || len(m.serviceAccounts) != 1 || len(m.services) != 1 ||
-		len(m.podMonitors) != 1 || len(m.prometheusRules) != 1 || len(m.configMaps) == 0 {
-		t.Fatalf("want 1 DaemonSet, ServiceAccount, Service, PodMonitor, PrometheusRule and dashboards ConfigMaps; got %d %d %d %d %d %d",
-			len(m.daemonSets), len(m.serviceAccounts), len(m.services), len(m.podMonitors), len(m.prometheusRules), len(m.configMaps))
+		len(m.podMonitors) != 1 || len(m.prometheusRules) != 1 || len(m.configMaps) == 0 || len(m.networkPolicies) != 1 {
+		t.Fatalf("want 1 DaemonSet, ServiceAccount, Service, PodMonitor, PrometheusRule, NetworkPolicy and dashboards ConfigMaps; got %d %d %d %d %d %d %d",
+			len(m.daemonSets), len(m.serviceAccounts), len(m.services), len(m.podMonitors), len(m.prometheusRules), len(m.networkPolicies), len(m.configMaps))
 	}
 	ds := m.daemonSets[0]
 	pod := ds.Spec.Template.Spec
@@ -190,6 +205,7 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("PodMonitor must scrape the port named metrics")
 	}
 	checkTargetLabels(t, pm.Spec.PodMetricsEndpoints[0].RelabelConfigs)
+	CheckNetworkPolicy(t, m.networkPolicies[0], podLabels, "metrics")
 }
 
 // checkTargetLabels applies the PodMonitor's relabelings, with Prometheus's own relabel code,
@@ -250,104 +266,26 @@ func TestDaemonSetSecurity(t *testing.T) {
 		t.Fatalf("want one DaemonSet, got %d", len(m.daemonSets))
 	}
 	pod := m.daemonSets[0].Spec.Template.Spec
-	if !pod.HostPID {
-		t.Error("hostPID must be true: the exporter reads every process on the node")
-	}
-	if pod.HostNetwork || pod.HostIPC {
-		t.Error("hostNetwork/hostIPC are not needed")
-	}
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Error("the exporter does not use the API: automountServiceAccountToken must be false")
-	}
-	if !slices.ContainsFunc(pod.Tolerations, func(t corev1.Toleration) bool {
-		return t.Operator == corev1.TolerationOpExists && t.Key == "" && t.Effect == ""
-	}) {
-		t.Error("want a toleration {operator: Exists} so the exporter runs on every node")
-	}
-	if len(pod.Containers) != 1 {
-		t.Fatalf("want one container, got %d", len(pod.Containers))
-	}
+	CheckExporterPod(t, pod, PodWant{})
 	c := pod.Containers[0]
 	if c.Image != "quota-exporter:latest" && !strings.HasSuffix(c.Image, "/quota-exporter:latest") {
 		t.Errorf("image %q", c.Image)
 	}
-	sc := c.SecurityContext
-	if sc == nil {
-		t.Fatal("container securityContext missing")
-	}
-	if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
-		t.Error("runAsUser must be 0 (reading other users' /proc/<pid>/environ, mem)")
-	}
-	if sc.Privileged != nil && *sc.Privileged {
-		t.Error("must not be privileged")
-	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		t.Error("allowPrivilegeEscalation must be false")
-	}
-	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		t.Error("readOnlyRootFilesystem must be true")
-	}
-	if sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-		t.Error("capabilities must drop ALL")
-	} else {
-		add := slices.Clone(sc.Capabilities.Add)
-		slices.Sort(add)
-		if !reflect.DeepEqual(add, []corev1.Capability{"DAC_READ_SEARCH", "SYS_PTRACE"}) {
-			t.Errorf("capabilities add %v, want exactly SYS_PTRACE and DAC_READ_SEARCH", sc.Capabilities.Add)
-		}
-	}
-	for _, flag := range []string{"--web.listen-address=:10137", "--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root", "--path.podlogs=/host/var/log"} {
-		if !slices.Contains(c.Args, flag) {
-			t.Errorf("args lack %s", flag)
-		}
+	if !slices.Contains(c.Args, "--web.listen-address=:10137") {
+		t.Error("args lack --web.listen-address=:10137")
 	}
 	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 10137 || c.Ports[0].Name != "metrics" {
 		t.Errorf("want one port metrics/10137, got %+v", c.Ports)
 	}
-	// Resources: requests for scheduling and a CPU limit of its own.
-	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
-			t.Errorf("no %s request", r)
-		}
+	CheckResources(t, c.Resources)
+	if cpu := c.Resources.Limits[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("100m")) < 0 {
+		t.Errorf("CPU limit %s is too tight for a scrape every 5 s", cpu.String())
 	}
-	cpuLimit, ok := c.Resources.Limits[corev1.ResourceCPU]
-	if !ok || cpuLimit.Cmp(c.Resources.Requests[corev1.ResourceCPU]) < 0 {
-		t.Errorf("want a CPU limit >= the request, got %v", cpuLimit.String())
-	}
-	if cpuLimit.Cmp(resource.MustParse("100m")) < 0 {
-		t.Errorf("CPU limit %s is too tight for a scrape every 5 s", cpuLimit.String())
-	}
-	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-		if p == nil || p.HTTPGet == nil || (p.HTTPGet.Path != "/" && p.HTTPGet.Path != "/metrics") ||
-			p.HTTPGet.Port.String() != "metrics" {
-			t.Errorf("%s probe must be an HTTP GET of / or /metrics on the metrics port", name)
-		}
-	}
-	// Host mounts: /proc, /sys, / and /var/log (Kubernetes names) under /host, all read-only;
-	// nothing else from the host.
-	want := map[string]string{"/proc": "/host/proc", "/sys": "/host/sys", "/": "/host/root", "/var/log": "/host/var/log"}
-	vols := map[string]string{}
-	for _, v := range pod.Volumes {
-		if v.HostPath == nil {
-			t.Errorf("volume %s is not a hostPath; only the three host mounts are expected", v.Name)
-			continue
-		}
-		vols[v.Name] = v.HostPath.Path
-	}
-	got := map[string]string{}
+	// The sub-mounts of /sys/fs/cgroup are the cgroup trees themselves: read-only must reach them.
 	for _, vm := range c.VolumeMounts {
-		host, ok := vols[vm.Name]
-		if !ok {
-			t.Errorf("mount %s has no hostPath volume", vm.Name)
-			continue
+		if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly != corev1.RecursiveReadOnlyIfPossible {
+			t.Errorf("mount %s: want recursiveReadOnly IfPossible", vm.Name)
 		}
-		if !vm.ReadOnly {
-			t.Errorf("host mount %s -> %s must be readOnly", host, vm.MountPath)
-		}
-		got[host] = vm.MountPath
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("host mounts %v, want %v", got, want)
 	}
 }
 
