@@ -10,15 +10,18 @@ ARGS      ?=
 # Three Go modules of our own (the other go.mod files are small test and demo programs, each
 # built on its own), so that the exporter's go.mod lists only what the exporter links:
 #   - go.mod: the exporter and its tests (`go mod tidy` keeps it exact);
-#   - tools/go.mod (and tools/alertmanager/go.mod): pinned command-line tools (promtool,
-#     prometheus, jsonnet, alertmanager) run with `go tool -modfile`; their hundreds of
-#     dependencies, and alertmanager's conflicting versions, stay out of the exporter's build;
+#   - tools/go.mod (and tools/alertmanager/go.mod, tools/helm/go.mod): pinned command-line tools (promtool,
+#     prometheus, jsonnet, alertmanager, helm) run with `go tool -modfile`; their hundreds of
+#     dependencies, and alertmanager's and helm's conflicting versions, stay out of the exporter's build;
 #   - test/go.mod: heavy test-only libraries (Prometheus' PromQL parser, grafana-foundation-sdk,
 #     k8s.io/api, the Prometheus Operator types) for the mixin, example and end-to-end checks.
 #     Its pins are hand-chosen (Operator v0.94.0: v0.95.0 needs a module the proxy refuses):
 #     do not run `go mod tidy` there.
 TOOLS     := $(GO) tool -modfile=$(CURDIR)/tools/go.mod
 AM_TOOLS  := $(GO) tool -modfile=$(CURDIR)/tools/alertmanager/go.mod
+# Helm (the chart's lint and template tests) in its own module: its k8s.io dependencies stay out
+# of tools/go.mod.
+HELM      := $(GO) tool -modfile=$(CURDIR)/tools/helm/go.mod helm
 VERSION_PKG := github.com/prometheus/common/version
 LDFLAGS   := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
              -X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=make \
@@ -28,7 +31,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-chart test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples chart demo tools deps-apt fuzz clean
 
 all: build
 
@@ -53,7 +56,7 @@ diagnose: build
 
 # Every test: lint, the exporter's unit and real-system tests, the cgroup v2 VM tests, the mixin checks, the deployment
 # examples, and the end-to-end test (workloads, exporter, Prometheus, Alertmanager; root).
-test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-e2e test-bench-node
+test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-chart test-e2e test-bench-node
 
 test-unit: build
 	$(GOTEST) ./...
@@ -79,6 +82,12 @@ test-mixin:
 test-examples:
 	cd test && $(GOTEST) ./examples/...
 
+# The Helm chart: helm lint and helm template for each charts/quota-exporter/ci/*-values.yaml,
+# every object decoded strictly and checked (privileges, probes, monitors, rules, dashboards,
+# a real exporter with the rendered web config), and the embedded mixin files up to date.
+test-chart:
+	cd test && $(GOTEST) ./chart/...
+
 # The seed scenarios in real cgroups, scraped by a real Prometheus, paged through a real
 # Alertmanager (root; fails on CI without it).
 test-e2e: build
@@ -92,6 +101,14 @@ test-bench-node: build
 # Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
 examples: mixin
 	cd test && $(GO) run ./examples/cmd/genk8s -root ..
+
+# Copies the rendered mixin into the Helm chart (charts/quota-exporter/files: the PrometheusRule
+# and dashboard ConfigMaps read it; test-chart fails when it is stale), then lints the chart.
+chart: mixin
+	rm -rf charts/quota-exporter/files && mkdir -p charts/quota-exporter/files/alerts charts/quota-exporter/files/dashboards
+	cp alerts/*.yaml charts/quota-exporter/files/alerts/
+	cp dashboards/*.json charts/quota-exporter/files/dashboards/
+	$(HELM) lint --strict charts/quota-exporter --kube-version 1.37.0
 
 # The seed scenarios live on this host (root): workloads, exporter, Prometheus, Alertmanager on
 # loopback; streams alerts; Ctrl-C or DEMO_DURATION stops and cleans up.
@@ -148,10 +165,11 @@ mixin:
 	$(TOOLS) jsonnet -S mixin/render/alerts.jsonnet >alerts/quota-alerts.yaml
 	$(TOOLS) jsonnet -S mixin/render/rules.jsonnet >alerts/quota-rules.yaml
 
-# Pinned Go tools (jsonnet, promtool, prometheus, alertmanager), built once into the Go cache.
+# Pinned Go tools (jsonnet, promtool, prometheus, alertmanager, helm), built once into the Go cache.
 tools:
 	cd tools && $(GO) build -o /dev/null tool
 	cd tools/alertmanager && $(GO) build -o /dev/null tool
+	cd tools/helm && $(GO) build -o /dev/null tool
 
 # The only apt-get in the project (root; a no-op when everything is present, or when not root: the
 # tests that need the parts then skip locally and fail under CI=true). Shared libraries the malloc

@@ -3,7 +3,6 @@ package examples
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,22 +13,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 )
-
-// runTool runs a command with a deadline; a tool that cannot start or build in time is a
-// skip locally and a failure on CI.
-func runTool(t *testing.T, dir string, timeout time.Duration, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	require(t, ctx.Err() == nil, name+" "+strings.Join(args, " ")+" did not finish in "+timeout.String()+" (building?)")
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 func TestPrometheusConfigs(t *testing.T) {
 	root := repoRoot(t)

@@ -15,7 +15,6 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // component is the subset of kustomize's Component used by examples/kubernetes/pauses and web-tls.
@@ -47,7 +46,7 @@ type rendered struct {
 	ds  appsv1.DaemonSet
 	pm  monitoringv1.PodMonitor
 	ops map[string][]patchOp // component -> its operations, in order
-	m   manifests            // the components' resources
+	m   Manifests            // the components' resources
 }
 
 // applyComponents applies the components' JSON patches to the base DaemonSet and PodMonitor
@@ -56,11 +55,11 @@ func applyComponents(t *testing.T, names ...string) rendered {
 	t.Helper()
 	dir := filepath.Join(repoRoot(t), "examples", "kubernetes")
 	_, base := loadManifests(t)
-	if len(base.daemonSets) != 1 || len(base.podMonitors) != 1 {
-		t.Fatalf("want one base DaemonSet and PodMonitor, got %d and %d", len(base.daemonSets), len(base.podMonitors))
+	if len(base.DaemonSets) != 1 || len(base.PodMonitors) != 1 {
+		t.Fatalf("want one base DaemonSet and PodMonitor, got %d and %d", len(base.DaemonSets), len(base.PodMonitors))
 	}
 	objs := map[string][]byte{}
-	for kind, v := range map[string]any{"DaemonSet": base.daemonSets[0], "PodMonitor": base.podMonitors[0]} {
+	for kind, v := range map[string]any{"DaemonSet": base.DaemonSets[0], "PodMonitor": base.PodMonitors[0]} {
 		b, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
@@ -78,11 +77,7 @@ func applyComponents(t *testing.T, names ...string) rendered {
 		}
 		for _, res := range k.Resources {
 			for i, doc := range splitDocs(readFile(t, filepath.Join(dir, name, res))) {
-				var tm struct{ APIVersion, Kind string }
-				if err := sigsyaml.Unmarshal(doc, &tm); err != nil {
-					t.Fatalf("%s/%s doc %d: %v", name, res, i, err)
-				}
-				if err := decodeInto(&r.m, tm.APIVersion, tm.Kind, doc); err != nil {
+				if err := r.m.Decode(doc); err != nil {
 					t.Errorf("%s/%s doc %d: %v", name, res, i, err)
 				}
 			}
@@ -91,9 +86,9 @@ func applyComponents(t *testing.T, names ...string) rendered {
 			var want string
 			switch p.Target.Kind {
 			case "DaemonSet":
-				want = "apps/v1/" + base.daemonSets[0].Name
+				want = "apps/v1/" + base.DaemonSets[0].Name
 			case "PodMonitor":
-				want = "monitoring.coreos.com/v1/" + base.podMonitors[0].Name
+				want = "monitoring.coreos.com/v1/" + base.PodMonitors[0].Name
 			}
 			if got := p.Target.Group + "/" + p.Target.Version + "/" + p.Target.Name; got != want {
 				t.Fatalf("%s: patch %s targets %s %s, not a base object (%s)", name, p.Path, p.Target.Kind, got, want)
@@ -147,7 +142,7 @@ func TestPausesComponent(t *testing.T) {
 		t.Errorf("pauses appends %q, want %q", got, want)
 	}
 	CheckExporterPod(t, r.ds.Spec.Template.Spec, PodWant{BPF: true})
-	checkOnlyArgsAndCaps(t, base.daemonSets[0], r.ds)
+	checkOnlyArgsAndCaps(t, base.DaemonSets[0], r.ds)
 }
 
 // checkOnlyArgsAndCaps: the patched DaemonSet equals the base but for the container's args and
@@ -174,7 +169,7 @@ func TestWebTLSComponent(t *testing.T) {
 			r := applyComponents(t, comps...)
 			pod := r.ds.Spec.Template.Spec
 			CheckExporterPod(t, pod, PodWant{BPF: slices.Contains(comps, "pauses"), TCPProbes: true})
-			checkWebConfig(t, pod, r.pm, r.m.secrets)
+			checkWebConfig(t, pod, r.pm, r.m.Secrets)
 		})
 	}
 }
@@ -254,22 +249,18 @@ func TestComponentsRenderWithKubectl(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl kustomize: %v", err)
 	}
-	var m manifests
+	var m Manifests
 	for i, doc := range splitDocs(out) {
-		var tm struct{ APIVersion, Kind string }
-		if err := sigsyaml.Unmarshal(doc, &tm); err != nil {
-			t.Fatal(err)
-		}
-		if err := decodeInto(&m, tm.APIVersion, tm.Kind, doc); err != nil {
-			t.Errorf("rendered doc %d (%s %s): %v", i, tm.APIVersion, tm.Kind, err)
+		if err := m.Decode(doc); err != nil {
+			t.Errorf("rendered doc %d: %v", i, err)
 		}
 	}
-	if len(m.daemonSets) != 1 || len(m.podMonitors) != 1 || len(m.secrets) != 2 || len(m.networkPolicies) != 1 {
+	if len(m.DaemonSets) != 1 || len(m.PodMonitors) != 1 || len(m.Secrets) != 2 || len(m.NetworkPolicies) != 1 {
 		t.Fatalf("rendered %d DaemonSets, %d PodMonitors, %d Secrets, %d NetworkPolicies; want 1, 1, 2, 1",
-			len(m.daemonSets), len(m.podMonitors), len(m.secrets), len(m.networkPolicies))
+			len(m.DaemonSets), len(m.PodMonitors), len(m.Secrets), len(m.NetworkPolicies))
 	}
 	// kustomize sets the namespace; the rest must be what the patches made.
-	ds, pm := m.daemonSets[0], m.podMonitors[0]
+	ds, pm := m.DaemonSets[0], m.PodMonitors[0]
 	ds.Namespace, pm.Namespace = "", ""
 	if !reflect.DeepEqual(ds.Spec, want.ds.Spec) {
 		t.Errorf("kubectl's DaemonSet differs from the patches applied in the test:\n%s", diffJSON(ds.Spec, want.ds.Spec))

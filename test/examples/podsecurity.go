@@ -35,6 +35,9 @@ type PodWant struct {
 	ProbeScheme corev1.URIScheme
 	// TCPProbes: basic auth is on, so the probes are TCP checks (the kubelet cannot authenticate).
 	TCPProbes bool
+	// NoProcessReaders: every collector that reads other processes' /proc files is off, so the
+	// pod runs as non-root, without hostPID, SYS_PTRACE or DAC_READ_SEARCH.
+	NoProcessReaders bool
 }
 
 // flagValue returns the value of --name=value in args.
@@ -54,8 +57,8 @@ func flagValue(args []string, name string) (string, bool) {
 // /-/healthy and /-/ready, a priority class, and the node affinity of CheckNodeAffinity.
 func CheckExporterPod(t testing.TB, pod corev1.PodSpec, want PodWant) {
 	t.Helper()
-	if !pod.HostPID {
-		t.Error("hostPID must be true: the exporter reads every process on the node")
+	if pod.HostPID == want.NoProcessReaders {
+		t.Errorf("hostPID %v: wanted only when a collector reads the node's processes", pod.HostPID)
 	}
 	if pod.HostNetwork || pod.HostIPC {
 		t.Error("hostNetwork/hostIPC are not needed")
@@ -80,7 +83,12 @@ func CheckExporterPod(t testing.TB, pod corev1.PodSpec, want PodWant) {
 	if sc == nil {
 		t.Fatal("container securityContext missing")
 	}
-	if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+	if want.NoProcessReaders {
+		if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot ||
+			(sc.RunAsUser != nil && *sc.RunAsUser == 0) {
+			t.Error("without a process reader the pod must run as non-root")
+		}
+	} else if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
 		t.Error("runAsUser must be 0 (reading other users' /proc/<pid>/environ, mem)")
 	}
 	if sc.Privileged != nil && *sc.Privileged {
@@ -92,16 +100,20 @@ func CheckExporterPod(t testing.TB, pod corev1.PodSpec, want PodWant) {
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Error("readOnlyRootFilesystem must be true")
 	}
-	wantCaps := []corev1.Capability{"DAC_READ_SEARCH", "SYS_PTRACE"}
+	var wantCaps []corev1.Capability
 	if want.BPF {
-		wantCaps = []corev1.Capability{"BPF", "DAC_READ_SEARCH", "PERFMON", "SYS_PTRACE"}
+		wantCaps = append(wantCaps, "BPF", "PERFMON")
 	}
+	if !want.NoProcessReaders {
+		wantCaps = append(wantCaps, "DAC_READ_SEARCH", "SYS_PTRACE")
+	}
+	slices.Sort(wantCaps)
 	if sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Error("capabilities must drop ALL")
 	} else {
 		add := slices.Clone(sc.Capabilities.Add)
 		slices.Sort(add)
-		if !reflect.DeepEqual(add, wantCaps) {
+		if (len(add) != 0 || len(wantCaps) != 0) && !reflect.DeepEqual(add, wantCaps) {
 			t.Errorf("capabilities add %v, want exactly %v", sc.Capabilities.Add, wantCaps)
 		}
 	}
