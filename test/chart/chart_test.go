@@ -123,7 +123,7 @@ func TestChartTemplate(t *testing.T) {
 	for _, v := range valueSets {
 		t.Run(v.name(), func(t *testing.T) {
 			m, size := render(t, valueFilesOf(v)...)
-			t.Logf("helm template: %d bytes, %d objects", size, m.Count())
+			t.Logf("helm template: %d bytes, %d objects", size, len(m.Metas))
 			checkRendered(t, v, m, chart)
 		})
 	}
@@ -168,7 +168,7 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 		}
 	}
 	examples.CheckNetworkPolicy(t, m.NetworkPolicies[0], podLabels, "metrics")
-	for _, obj := range allMeta(m) {
+	for _, obj := range m.Metas {
 		if obj.Namespace != namespace {
 			t.Errorf("%s has namespace %q, want %q: plain kubectl apply must put it in the release's namespace", obj.Name, obj.Namespace, namespace)
 		}
@@ -218,7 +218,7 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 		checkSelectedByPrometheus(t, "PrometheusRule", pr.Labels, nil)
 		checkRules(t, pr)
 	}
-	checkDashboards(t, m.ConfigMaps)
+	examples.CheckDashboardConfigMaps(t, repoRoot(t), m.ConfigMaps)
 	if v.tls || v.basicAuth {
 		checkWebConfigServes(t, v, pod, secrets)
 	}
@@ -229,39 +229,6 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-func allMeta(m examples.Manifests) []struct{ Name, Namespace string } {
-	var out []struct{ Name, Namespace string }
-	add := func(name, ns string) { out = append(out, struct{ Name, Namespace string }{name, ns}) }
-	for _, o := range m.DaemonSets {
-		add(o.Name, o.Namespace)
-	}
-	for _, o := range m.ServiceAccounts {
-		add(o.Name, o.Namespace)
-	}
-	for _, o := range m.Services {
-		add(o.Name, o.Namespace)
-	}
-	for _, o := range m.ConfigMaps {
-		add(o.Name, o.Namespace)
-	}
-	for _, o := range m.Secrets {
-		add(o.Name, o.Namespace)
-	}
-	for _, o := range m.NetworkPolicies {
-		add(o.Name, o.Namespace)
-	}
-	for _, o := range m.PodMonitors {
-		add(o.Name, o.Namespace)
-	}
-	for _, o := range m.ServiceMonitors {
-		add(o.Name, o.Namespace)
-	}
-	for _, o := range m.PrometheusRules {
-		add(o.Name, o.Namespace)
-	}
-	return out
 }
 
 // checkSelectedByPrometheus: a kube-prometheus-stack Prometheus selects monitors and rules by
@@ -337,39 +304,6 @@ func checkRules(t *testing.T, pr monitoringv1.PrometheusRule) {
 	}
 	if !reflect.DeepEqual(pr.Spec.Groups, want) {
 		t.Errorf("PrometheusRule groups differ from alerts/*.yaml (%d groups, want %d): run make chart", len(pr.Spec.Groups), len(want))
-	}
-}
-
-// checkDashboards: one ConfigMap per rendered dashboard, labelled for the Grafana sidecar,
-// holding the dashboard as rendered, each below kubectl apply's 256 KiB annotation limit.
-func checkDashboards(t *testing.T, cms []corev1.ConfigMap) {
-	t.Helper()
-	dashboards, _ := filepath.Glob(filepath.Join(repoRoot(t), "dashboards", "*.json"))
-	got := map[string]string{}
-	for _, cm := range cms {
-		if cm.Labels["grafana_dashboard"] != "1" {
-			t.Errorf("ConfigMap %s lacks grafana_dashboard: \"1\"", cm.Name)
-		}
-		size := 0
-		for k, v := range cm.Data {
-			got[k] = v
-			size += len(k) + len(v)
-		}
-		if size > 200<<10 {
-			t.Errorf("ConfigMap %s holds %d bytes; kubectl apply's annotation limit is 256 KiB", cm.Name, size)
-		}
-	}
-	if len(got) != len(dashboards) || len(dashboards) == 0 {
-		t.Errorf("%d dashboards in ConfigMaps, %d rendered in dashboards/", len(got), len(dashboards))
-	}
-	for _, d := range dashboards {
-		want, err := os.ReadFile(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g, ok := got[filepath.Base(d)]; !ok || strings.TrimRight(g, "\n") != strings.TrimRight(string(want), "\n") {
-			t.Errorf("dashboard %s missing or stale in the chart: run make chart", filepath.Base(d))
-		}
 	}
 }
 

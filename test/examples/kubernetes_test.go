@@ -182,37 +182,10 @@ func TestPrometheusRuleMatchesRenderedRules(t *testing.T) {
 }
 
 func TestDashboardConfigMapsMatchRenderedDashboards(t *testing.T) {
-	root := repoRoot(t)
-	dashboards, _ := filepath.Glob(filepath.Join(root, "dashboards", "*.json"))
+	dashboards, _ := filepath.Glob(filepath.Join(repoRoot(t), "dashboards", "*.json"))
 	require(t, len(dashboards) > 0, "dashboards/*.json not rendered yet (make mixin)")
 	_, m := loadManifests(t)
-	byKey := map[string]string{}
-	for _, cm := range m.ConfigMaps {
-		if cm.Labels["grafana_dashboard"] != "1" {
-			t.Errorf("ConfigMap %s lacks the label grafana_dashboard: \"1\" the Grafana sidecar looks for", cm.Name)
-		}
-		size := 0
-		for k, v := range cm.Data {
-			byKey[k] = v
-			size += len(k) + len(v)
-		}
-		if size > 200<<10 {
-			t.Errorf("ConfigMap %s holds %d bytes; kubectl apply's annotation limit is 256 KiB", cm.Name, size)
-		}
-	}
-	for _, d := range dashboards {
-		got, ok := byKey[filepath.Base(d)]
-		if !ok {
-			t.Errorf("%s is in no ConfigMap: run make examples", filepath.Base(d))
-			continue
-		}
-		if want := readFile(t, d); !bytes.Equal([]byte(got), want) {
-			t.Errorf("ConfigMap copy of %s is stale (%d bytes, rendered %d): run make examples", filepath.Base(d), len(got), len(want))
-		}
-	}
-	if len(byKey) != len(dashboards) {
-		t.Errorf("%d dashboards in ConfigMaps, %d rendered: run make examples", len(byKey), len(dashboards))
-	}
+	CheckDashboardConfigMaps(t, repoRoot(t), m.ConfigMaps)
 }
 
 func TestGeneratedManifestsUpToDate(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -24,6 +25,8 @@ type Manifests struct {
 	PodMonitors     []monitoringv1.PodMonitor
 	ServiceMonitors []monitoringv1.ServiceMonitor
 	PrometheusRules []monitoringv1.PrometheusRule
+	// Metas holds every decoded object's metadata, in order.
+	Metas []metav1.ObjectMeta
 }
 
 // Decode strictly decodes one YAML document into the type of its apiVersion and kind (the way
@@ -63,13 +66,14 @@ func (m *Manifests) Decode(doc []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", tm.APIVersion, tm.Kind, err)
 	}
+	var meta struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := sigsyaml.Unmarshal(doc, &meta); err != nil {
+		return err
+	}
+	m.Metas = append(m.Metas, meta.Metadata)
 	return nil
-}
-
-// Count is the number of objects decoded.
-func (m *Manifests) Count() int {
-	return len(m.DaemonSets) + len(m.ServiceAccounts) + len(m.Services) + len(m.ConfigMaps) + len(m.Secrets) +
-		len(m.NetworkPolicies) + len(m.PodMonitors) + len(m.ServiceMonitors) + len(m.PrometheusRules)
 }
 
 func decodeAppend[T any](doc []byte, list []T) ([]T, error) {

@@ -1,7 +1,9 @@
 package examples
 
 import (
+	"os"
 	"path"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -297,5 +299,39 @@ func CheckResources(t testing.TB, r corev1.ResourceRequirements) {
 	mem, ok := r.Limits[corev1.ResourceMemory]
 	if !ok || mem.Value() < MinMemoryLimit {
 		t.Errorf("memory limit %s: want at least %d MiB, twice the documented peak at 3 000 cgroups", mem.String(), MinMemoryLimit>>20)
+	}
+}
+
+// CheckDashboardConfigMaps: one ConfigMap per rendered dashboards/*.json under root, labelled
+// grafana_dashboard: "1" for the Grafana sidecar, holding the dashboard as rendered (but for a
+// final newline), each well below the 256 KiB of kubectl apply's last-applied annotation.
+func CheckDashboardConfigMaps(t testing.TB, root string, cms []corev1.ConfigMap) {
+	t.Helper()
+	dashboards, _ := filepath.Glob(filepath.Join(root, "dashboards", "*.json"))
+	got := map[string]string{}
+	for _, cm := range cms {
+		if cm.Labels["grafana_dashboard"] != "1" {
+			t.Errorf("ConfigMap %s lacks the label grafana_dashboard: \"1\" the Grafana sidecar looks for", cm.Name)
+		}
+		size := 0
+		for k, v := range cm.Data {
+			got[k] = v
+			size += len(k) + len(v)
+		}
+		if size > 200<<10 {
+			t.Errorf("ConfigMap %s holds %d bytes; kubectl apply's annotation limit is 256 KiB", cm.Name, size)
+		}
+	}
+	if len(got) != len(dashboards) || len(dashboards) == 0 {
+		t.Errorf("%d dashboards in ConfigMaps, %d rendered in dashboards/: regenerate (make examples, make chart)", len(got), len(dashboards))
+	}
+	for _, d := range dashboards {
+		want, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, ok := got[filepath.Base(d)]; !ok || strings.TrimRight(g, "\n") != strings.TrimRight(string(want), "\n") {
+			t.Errorf("dashboard %s is missing or stale in the ConfigMaps: regenerate (make examples, make chart)", filepath.Base(d))
+		}
 	}
 }
