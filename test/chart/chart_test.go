@@ -50,6 +50,11 @@ func helm(t *testing.T, args ...string) string {
 // object strictly; it returns the objects and the output's size.
 func render(t *testing.T, valueFiles ...string) (examples.Manifests, int) {
 	t.Helper()
+	return renderRelease(t, release, valueFiles...)
+}
+
+func renderRelease(t *testing.T, release string, valueFiles ...string) (examples.Manifests, int) {
+	t.Helper()
 	args := []string{"template", release, chartDir(t), "--namespace", namespace, "--kube-version", kubeVersion}
 	for _, f := range valueFiles {
 		args = append(args, "-f", filepath.Join(chartDir(t), f))
@@ -168,6 +173,7 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 		}
 	}
 	examples.CheckNetworkPolicy(t, m.NetworkPolicies[0], podLabels, "metrics")
+	examples.CheckNames(t, m)
 	for _, obj := range m.Metas {
 		if obj.Namespace != namespace {
 			t.Errorf("%s has namespace %q, want %q: plain kubectl apply must put it in the release's namespace", obj.Name, obj.Namespace, namespace)
@@ -334,6 +340,17 @@ func checkWebConfigServes(t *testing.T, v valueSet, pod corev1.PodSpec, secrets 
 		w.User, w.Password = auth.StringData["username"], auth.StringData["password"]
 	}
 	examples.CheckWebConfigServes(t, w)
+}
+
+// TestChartLongReleaseName: Helm allows release names of 53 characters; every name the chart
+// derives from one must still be valid (truncated to 63, Services as DNS labels).
+func TestChartLongReleaseName(t *testing.T) {
+	long := strings.Repeat("r", 40) + "-production-1"
+	m, _ := renderRelease(t, long, "ci/web-values.yaml", "ci/servicemonitor-values.yaml")
+	if m.DaemonSets == nil {
+		t.Fatal("nothing rendered")
+	}
+	examples.CheckNames(t, m)
 }
 
 // TestChartFilesUpToDate: the chart embeds copies of the rendered mixin (make chart).

@@ -125,6 +125,7 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	CheckTargetLabels(t, pm.Spec.PodMetricsEndpoints[0].RelabelConfigs, "quota-exporter")
 	CheckNetworkPolicy(t, m.NetworkPolicies[0], podLabels, "metrics")
+	CheckNames(t, m)
 }
 
 func TestDaemonSetSecurity(t *testing.T) {

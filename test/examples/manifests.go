@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -112,4 +115,34 @@ func splitDocs(b []byte) [][]byte {
 	}
 	flush()
 	return docs
+}
+
+// CheckNames applies the API server's rules for names and labels that a strict decode cannot see:
+// object names are DNS-1123 subdomains (Services DNS-1035 labels: they become DNS names), label
+// keys and values valid, ConfigMap keys valid keys. Long release names must be truncated by the
+// templates, not refused by the API server.
+func CheckNames(t testing.TB, m Manifests) {
+	t.Helper()
+	for _, meta := range m.Metas {
+		for _, msg := range validation.IsDNS1123Subdomain(meta.Name) {
+			t.Errorf("name %q: %s", meta.Name, msg)
+		}
+		for k, v := range meta.Labels {
+			for _, msg := range append(content.IsLabelKey(k), content.IsLabelValue(v)...) {
+				t.Errorf("%s: label %s=%q: %s", meta.Name, k, v, msg)
+			}
+		}
+	}
+	for _, s := range m.Services {
+		for _, msg := range validation.IsDNS1035Label(s.Name) {
+			t.Errorf("Service %q: %s", s.Name, msg)
+		}
+	}
+	for _, cm := range m.ConfigMaps {
+		for k := range cm.Data {
+			for _, msg := range validation.IsConfigMapKey(k) {
+				t.Errorf("ConfigMap %s key %q: %s", cm.Name, k, msg)
+			}
+		}
+	}
 }
