@@ -228,6 +228,10 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 	if v.tls || v.basicAuth {
 		checkWebConfigServes(t, v, pod, secrets)
 	}
+	if v.file == "" || v.pod.NoProcessReaders {
+		// The rendered pod's mounts, arguments, user and capabilities are enough (root only).
+		examples.CheckPodMountsSuffice(t, repoRoot(t), pod, v.pod)
+	}
 }
 
 func b2i(b bool) int {
