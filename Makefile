@@ -175,7 +175,8 @@ tools:
 # tests that need the parts then skip locally and fail under CI=true). Shared libraries the malloc
 # tests preload (jemalloc, tcmalloc); for the cgroup v2 VM tests qemu, a static busybox, and the
 # kernel package linux-image-cloud-amd64 depends on, downloaded and unpacked into VM_KERNEL_DIR;
-# clang and libbpf-dev for make generate (the BPF programs).
+# clang and libbpf-dev for make generate (the BPF programs); capsh (libcap2-bin) for the tests that run
+# the exporter with only a pod's capabilities.
 VM_KERNEL_DIR := /var/cache/quota_exporter/kernel
 deps-apt:
 	@missing=""; \
@@ -184,6 +185,7 @@ deps-apt:
 	  command -v qemu-system-x86_64 >/dev/null || missing="$$missing qemu-system-x86"; \
 	  dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
 	  command -v clang >/dev/null || missing="$$missing clang"; \
+	  command -v capsh >/dev/null || missing="$$missing libcap2-bin"; \
 	  [ -e /usr/include/bpf/bpf_helpers.h ] || missing="$$missing libbpf-dev"; \
 	  kernel=$$(ls $(VM_KERNEL_DIR)/root/boot/vmlinuz-*-cloud-amd64 2>/dev/null | head -n 1); \
 	  if [ -z "$$missing" ] && [ -n "$$kernel" ]; then :; \
