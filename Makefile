@@ -10,9 +10,9 @@ ARGS      ?=
 # Three Go modules of our own (the other go.mod files are small test and demo programs, each
 # built on its own), so that the exporter's go.mod lists only what the exporter links:
 #   - go.mod: the exporter and its tests (`go mod tidy` keeps it exact);
-#   - tools/go.mod (and tools/alertmanager/go.mod): pinned command-line tools (promtool,
-#     prometheus, jsonnet, alertmanager) run with `go tool -modfile`; their hundreds of
-#     dependencies, and alertmanager's conflicting versions, stay out of the exporter's build;
+#   - tools/go.mod (and tools/alertmanager/go.mod, tools/helm/go.mod): pinned command-line tools (promtool,
+#     prometheus, jsonnet, alertmanager, helm) run with `go tool -modfile`; their hundreds of
+#     dependencies, and alertmanager's and helm's conflicting versions, stay out of the exporter's build;
 #     tools/ociimage/go.mod: the release image builder (go-containerregistry as a library);
 #   - test/go.mod: heavy test-only libraries (Prometheus' PromQL parser, grafana-foundation-sdk,
 #     k8s.io/api, the Prometheus Operator types) for the mixin, example and end-to-end checks.
@@ -20,6 +20,9 @@ ARGS      ?=
 #     do not run `go mod tidy` there.
 TOOLS     := $(GO) tool -modfile=$(CURDIR)/tools/go.mod
 AM_TOOLS  := $(GO) tool -modfile=$(CURDIR)/tools/alertmanager/go.mod
+# Helm (the chart's lint and template tests) in its own module: its k8s.io dependencies stay out
+# of tools/go.mod.
+HELM      := $(GO) tool -modfile=$(CURDIR)/tools/helm/go.mod helm
 VERSION_PKG := github.com/prometheus/common/version
 BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
 LDFLAGS    = -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
@@ -30,7 +33,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build image release release-binaries release-tag-check test-release run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build image release release-binaries release-tag-check test-release run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-chart test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples chart demo tools deps-apt fuzz clean
 
 all: build
 
@@ -114,9 +117,10 @@ diagnose: build
 	./$(BIN) diagnose $(ARGS)
 
 # Every test: lint, the exporter's unit and real-system tests, the cgroup v2 VM tests, the mixin checks, the deployment
-# examples, the end-to-end test (workloads, exporter, Prometheus, Alertmanager; root), the real-node
-# benchmark's smoke run and the release artefacts (both architectures' binaries and images).
-test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-e2e test-bench-node test-release
+# examples and the Helm chart, the end-to-end test (workloads, exporter, Prometheus, Alertmanager;
+# root), the real-node benchmark's smoke run and the release artefacts (both architectures' binaries
+# and images).
+test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-chart test-e2e test-bench-node test-release
 
 test-unit: build
 	$(GOTEST) ./...
@@ -148,6 +152,12 @@ test-release: release
 test-examples:
 	cd test && $(GOTEST) ./examples/...
 
+# The Helm chart: helm lint and helm template for each charts/quota-exporter/ci/*-values.yaml,
+# every object decoded strictly and checked (privileges, probes, monitors, rules, dashboards,
+# a real exporter with the rendered web config), and the embedded mixin files up to date.
+test-chart:
+	cd test && $(GOTEST) ./chart/...
+
 # The seed scenarios in real cgroups, scraped by a real Prometheus, paged through a real
 # Alertmanager (root; fails on CI without it).
 test-e2e: build
@@ -161,6 +171,14 @@ test-bench-node: build
 # Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
 examples: mixin
 	cd test && $(GO) run ./examples/cmd/genk8s -root ..
+
+# Copies the rendered mixin into the Helm chart (charts/quota-exporter/files: the PrometheusRule
+# and dashboard ConfigMaps read it; test-chart fails when it is stale), then lints the chart.
+chart: mixin
+	rm -rf charts/quota-exporter/files && mkdir -p charts/quota-exporter/files/alerts charts/quota-exporter/files/dashboards
+	cp alerts/*.yaml charts/quota-exporter/files/alerts/
+	cp dashboards/*.json charts/quota-exporter/files/dashboards/
+	$(HELM) lint --strict charts/quota-exporter --kube-version 1.37.0
 
 # The seed scenarios live on this host (root): workloads, exporter, Prometheus, Alertmanager on
 # loopback; streams alerts; Ctrl-C or DEMO_DURATION stops and cleans up.
@@ -218,16 +236,18 @@ mixin:
 	$(TOOLS) jsonnet -S mixin/render/alerts.jsonnet >alerts/quota-alerts.yaml
 	$(TOOLS) jsonnet -S mixin/render/rules.jsonnet >alerts/quota-rules.yaml
 
-# Pinned Go tools (jsonnet, promtool, prometheus, alertmanager), built once into the Go cache.
+# Pinned Go tools (jsonnet, promtool, prometheus, alertmanager, helm), built once into the Go cache.
 tools:
 	cd tools && $(GO) build -o /dev/null tool
 	cd tools/alertmanager && $(GO) build -o /dev/null tool
+	cd tools/helm && $(GO) build -o /dev/null tool
 
 # The only apt-get in the project (root; a no-op when everything is present, or when not root: the
 # tests that need the parts then skip locally and fail under CI=true). Shared libraries the malloc
 # tests preload (jemalloc, tcmalloc); for the cgroup v2 VM tests qemu, a static busybox, and the
 # kernel package linux-image-cloud-amd64 depends on, downloaded and unpacked into VM_KERNEL_DIR;
-# clang and libbpf-dev for make generate (the BPF programs).
+# clang and libbpf-dev for make generate (the BPF programs); capsh (libcap2-bin) for the tests that run
+# the exporter with only a pod's capabilities.
 VM_KERNEL_DIR := /var/cache/quota_exporter/kernel
 deps-apt:
 	@missing=""; \
@@ -236,6 +256,7 @@ deps-apt:
 	  command -v qemu-system-x86_64 >/dev/null || missing="$$missing qemu-system-x86"; \
 	  dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
 	  command -v clang >/dev/null || missing="$$missing clang"; \
+	  command -v capsh >/dev/null || missing="$$missing libcap2-bin"; \
 	  [ -e /usr/include/bpf/bpf_helpers.h ] || missing="$$missing libbpf-dev"; \
 	  kernel=$$(ls $(VM_KERNEL_DIR)/root/boot/vmlinuz-*-cloud-amd64 2>/dev/null | head -n 1); \
 	  if [ -z "$$missing" ] && [ -n "$$kernel" ]; then :; \

@@ -1,11 +1,9 @@
 package examples
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/quota-exporter/quota_exporter/test/testenv"
@@ -28,32 +26,6 @@ func readFile(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// splitDocs splits a multi-document YAML stream at "---" lines, dropping empty and
-// comment-only documents. Each document keeps its final newline (a literal block's last
-// line break belongs to the block).
-func splitDocs(b []byte) [][]byte {
-	var docs [][]byte
-	var cur []byte
-	flush := func() {
-		for _, line := range strings.Split(string(cur), "\n") {
-			if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
-				docs = append(docs, cur)
-				break
-			}
-		}
-		cur = nil
-	}
-	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
-		if s := strings.TrimRight(string(line), "\r\n"); s == "---" || strings.HasPrefix(s, "--- ") {
-			flush()
-			continue
-		}
-		cur = append(cur, line...)
-	}
-	flush()
-	return docs
 }
 
 func exists(path string) bool {

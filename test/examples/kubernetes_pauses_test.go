@@ -1,6 +1,8 @@
 package examples
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,116 +11,267 @@ import (
 	"strings"
 	"testing"
 
+	jsonpatch "github.com/evanphx/json-patch"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// component is the subset of kustomize's Component used by examples/kubernetes/pauses.
+// component is the subset of kustomize's Component used by examples/kubernetes/pauses and web-tls.
 type component struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Resources  []string `json:"resources,omitempty"`
 	Patches    []struct {
-		Path string `json:"path"`
+		Path   string `json:"path"`
+		Target struct {
+			Group   string `json:"group"`
+			Version string `json:"version"`
+			Kind    string `json:"kind"`
+			Name    string `json:"name"`
+		} `json:"target"`
 	} `json:"patches"`
 }
 
-// TestPausesComponent checks the opt-in BPF component's patch against the base DaemonSet. A
-// strategic merge patch replaces lists of strings whole, so the patch must repeat the base's args
-// and capabilities: they must be the base's followed by the two collectors and by BPF and
-// PERFMON, and the patch may set nothing else (no privileged, no host mounts, no pod changes).
-// Where kubectl is installed (it is not a project dependency) its kustomize renders the base with
-// the component enabled, and the rendered DaemonSet is checked the same way.
-func TestPausesComponent(t *testing.T) {
-	dir := filepath.Join(repoRoot(t), "examples", "kubernetes")
-	var k component
-	if err := decodeStrict(readFile(t, filepath.Join(dir, "pauses", "kustomization.yaml")), &k); err != nil {
-		t.Fatalf("pauses/kustomization.yaml: %v", err)
-	}
-	if k.APIVersion != "kustomize.config.k8s.io/v1alpha1" || k.Kind != "Component" || len(k.Patches) != 1 {
-		t.Fatalf("pauses/kustomization.yaml: want a Component with one patch, got %+v", k)
-	}
-	if !strings.Contains(string(readFile(t, filepath.Join(dir, "kustomization.yaml"))), "\n# components:\n#   - pauses\n") {
-		t.Error("kustomization.yaml does not offer the pauses component (a commented components: block)")
-	}
-	var patch appsv1.DaemonSet
-	if err := decodeStrict(readFile(t, filepath.Join(dir, "pauses", k.Patches[0].Path)), &patch); err != nil {
-		t.Fatalf("%s: %v", k.Patches[0].Path, err)
-	}
-	_, m := loadManifests(t)
-	if len(m.daemonSets) != 1 {
-		t.Fatalf("want one base DaemonSet, got %d", len(m.daemonSets))
-	}
-	base := m.daemonSets[0]
-	if patch.APIVersion != "apps/v1" || patch.Kind != "DaemonSet" || patch.Name != base.Name {
-		t.Fatalf("the patch targets %s %s %q, the base is DaemonSet %q", patch.APIVersion, patch.Kind, patch.Name, base.Name)
-	}
-	pc := patch.Spec.Template.Spec.Containers
-	if len(pc) != 1 || pc[0].Name != base.Spec.Template.Spec.Containers[0].Name || pc[0].SecurityContext == nil || pc[0].SecurityContext.Capabilities == nil {
-		t.Fatalf("the patch must name the base's container and set its capabilities: %+v", pc)
-	}
-	checkPauseContainer(t, base.Spec.Template.Spec.Containers[0], pc[0].Args, pc[0].SecurityContext.Capabilities.Add)
-	// Nothing else: clear what was checked and compare with an empty patch.
-	c := pc[0]
-	c.Name, c.Args, c.SecurityContext.Capabilities.Add = "", nil, nil
-	if !reflect.DeepEqual(c, corev1.Container{SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{}}}) {
-		t.Errorf("the patch sets more of the container than args and capabilities.add: %+v", c)
-	}
-	patch.Spec.Template.Spec.Containers = nil
-	patch.TypeMeta, patch.ObjectMeta = base.TypeMeta, base.ObjectMeta
-	if !reflect.DeepEqual(patch, appsv1.DaemonSet{TypeMeta: base.TypeMeta, ObjectMeta: base.ObjectMeta}) {
-		t.Errorf("the patch changes the DaemonSet outside its container: %+v", patch.Spec)
-	}
-
-	t.Run("kubectl kustomize", func(t *testing.T) {
-		kubectl, err := exec.LookPath("kubectl")
-		if err != nil {
-			t.Skip("kubectl not installed (not a project dependency); the patch was checked above")
-		}
-		tmp := t.TempDir()
-		if err := os.CopyFS(tmp, os.DirFS(dir)); err != nil {
-			t.Fatal(err)
-		}
-		kf := filepath.Join(tmp, "kustomization.yaml")
-		enabled := strings.Replace(string(readFile(t, kf)), "# components:\n#   - pauses\n", "components:\n  - pauses\n", 1)
-		if err := os.WriteFile(kf, []byte(enabled), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(kubectl, "kustomize", tmp).Output()
-		if err != nil {
-			t.Fatalf("kubectl kustomize: %v", err)
-		}
-		var got *appsv1.DaemonSet
-		for _, doc := range splitDocs(out) {
-			var ds appsv1.DaemonSet
-			if sigsyaml.Unmarshal(doc, &ds) == nil && ds.Kind == "DaemonSet" {
-				got = &ds
-			}
-		}
-		if got == nil || len(got.Spec.Template.Spec.Containers) != 1 {
-			t.Fatalf("no DaemonSet with one container in the rendered output")
-		}
-		rc, bc := got.Spec.Template.Spec.Containers[0], base.Spec.Template.Spec.Containers[0]
-		checkPauseContainer(t, bc, rc.Args, rc.SecurityContext.Capabilities.Add)
-		rc.Args, bc.Args = nil, nil
-		rc.SecurityContext.Capabilities.Add, bc.SecurityContext.Capabilities.Add = nil, nil
-		if !reflect.DeepEqual(rc, bc) {
-			t.Errorf("rendered container differs from the base beyond args and capabilities:\n got %+v\nwant %+v", rc, bc)
-		}
-		if !reflect.DeepEqual(got.Spec.Template.Spec.Volumes, base.Spec.Template.Spec.Volumes) || got.Spec.Template.Spec.HostPID != base.Spec.Template.Spec.HostPID {
-			t.Error("rendered pod's volumes or hostPID differ from the base")
-		}
-	})
+// patchOp is one RFC 6902 operation, decoded strictly.
+type patchOp struct {
+	Op    string          `json:"op"`
+	Path  string          `json:"path"`
+	Value json.RawMessage `json:"value"`
 }
 
-// checkPauseContainer: args and added capabilities are the base container's plus the two
-// collectors and CAP_BPF/CAP_PERFMON, and nothing like SYS_ADMIN.
-func checkPauseContainer(t *testing.T, base corev1.Container, args []string, caps []corev1.Capability) {
+// rendered is the base kustomization with some components applied: the DaemonSet and the
+// PodMonitor after the patches, and the components' own resources.
+type rendered struct {
+	ds  appsv1.DaemonSet
+	pm  monitoringv1.PodMonitor
+	ops map[string][]patchOp // component -> its operations, in order
+	m   Manifests            // the components' resources
+}
+
+// applyComponents applies the components' JSON patches to the base DaemonSet and PodMonitor
+// with a JSON patch library, as kustomize does, and strictly decodes the results.
+func applyComponents(t *testing.T, names ...string) rendered {
 	t.Helper()
-	if want := append(slices.Clone(base.Args), "--collector.gopause", "--collector.cfsstall"); !reflect.DeepEqual(args, want) {
-		t.Errorf("args %q, want the base's followed by the two collectors %q", args, want)
+	dir := filepath.Join(repoRoot(t), "examples", "kubernetes")
+	_, base := loadManifests(t)
+	if len(base.DaemonSets) != 1 || len(base.PodMonitors) != 1 {
+		t.Fatalf("want one base DaemonSet and PodMonitor, got %d and %d", len(base.DaemonSets), len(base.PodMonitors))
 	}
-	if want := append(slices.Clone(base.SecurityContext.Capabilities.Add), "BPF", "PERFMON"); !reflect.DeepEqual(caps, want) {
-		t.Errorf("capabilities add %v, want the base's plus BPF and PERFMON %v", caps, want)
+	objs := map[string][]byte{}
+	for kind, v := range map[string]any{"DaemonSet": base.DaemonSets[0], "PodMonitor": base.PodMonitors[0]} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs[kind] = b
 	}
+	r := rendered{ops: map[string][]patchOp{}}
+	for _, name := range names {
+		var k component
+		if err := decodeStrict(readFile(t, filepath.Join(dir, name, "kustomization.yaml")), &k); err != nil {
+			t.Fatalf("%s/kustomization.yaml: %v", name, err)
+		}
+		if k.APIVersion != "kustomize.config.k8s.io/v1alpha1" || k.Kind != "Component" {
+			t.Fatalf("%s/kustomization.yaml: want a Component, got %s %s", name, k.APIVersion, k.Kind)
+		}
+		for _, res := range k.Resources {
+			for i, doc := range splitDocs(readFile(t, filepath.Join(dir, name, res))) {
+				if err := r.m.Decode(doc); err != nil {
+					t.Errorf("%s/%s doc %d: %v", name, res, i, err)
+				}
+			}
+		}
+		for _, p := range k.Patches {
+			var want string
+			switch p.Target.Kind {
+			case "DaemonSet":
+				want = "apps/v1/" + base.DaemonSets[0].Name
+			case "PodMonitor":
+				want = "monitoring.coreos.com/v1/" + base.PodMonitors[0].Name
+			}
+			if got := p.Target.Group + "/" + p.Target.Version + "/" + p.Target.Name; got != want {
+				t.Fatalf("%s: patch %s targets %s %s, not a base object (%s)", name, p.Path, p.Target.Kind, got, want)
+			}
+			var ops []patchOp
+			if err := decodeStrict(readFile(t, filepath.Join(dir, name, p.Path)), &ops); err != nil {
+				t.Fatalf("%s/%s: %v", name, p.Path, err)
+			}
+			raw, err := json.Marshal(ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			patch, err := jsonpatch.DecodePatch(raw)
+			if err != nil {
+				t.Fatalf("%s/%s: %v", name, p.Path, err)
+			}
+			if objs[p.Target.Kind], err = patch.Apply(objs[p.Target.Kind]); err != nil {
+				t.Fatalf("%s/%s does not apply to the base %s: %v", name, p.Path, p.Target.Kind, err)
+			}
+			r.ops[name] = append(r.ops[name], ops...)
+		}
+	}
+	if err := decodeStrict(objs["DaemonSet"], &r.ds); err != nil {
+		t.Fatalf("patched DaemonSet: %v", err)
+	}
+	if err := decodeStrict(objs["PodMonitor"], &r.pm); err != nil {
+		t.Fatalf("patched PodMonitor: %v", err)
+	}
+	return r
+}
+
+// TestPausesComponent checks the opt-in BPF component: a JSON patch that only appends the two
+// collectors to the args and BPF and PERFMON to the added capabilities, so the rest of the pod
+// stays the base's (no privileged, no host mounts, no pod changes), and composes with web-tls.
+func TestPausesComponent(t *testing.T) {
+	if !strings.Contains(string(readFile(t, filepath.Join(repoRoot(t), "examples", "kubernetes", "kustomization.yaml"))), "\n# components:\n#   - pauses\n") {
+		t.Error("kustomization.yaml does not offer the pauses component (a commented components: block)")
+	}
+	_, base := loadManifests(t)
+	r := applyComponents(t, "pauses")
+	const args, caps = "/spec/template/spec/containers/0/args/-", "/spec/template/spec/containers/0/securityContext/capabilities/add/-"
+	var got []string
+	for _, op := range r.ops["pauses"] {
+		var v string
+		if op.Op != "add" || (op.Path != args && op.Path != caps) || json.Unmarshal(op.Value, &v) != nil {
+			t.Errorf("pauses: operation %s %s %s: want only string appends to the container's args and added capabilities", op.Op, op.Path, op.Value)
+		}
+		got = append(got, v)
+	}
+	if want := []string{"--collector.gopause", "--collector.cfsstall", "BPF", "PERFMON"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("pauses appends %q, want %q", got, want)
+	}
+	CheckExporterPod(t, r.ds.Spec.Template.Spec, PodWant{BPF: true})
+	checkOnlyArgsAndCaps(t, base.DaemonSets[0], r.ds)
+}
+
+// checkOnlyArgsAndCaps: the patched DaemonSet equals the base but for the container's args and
+// added capabilities.
+func checkOnlyArgsAndCaps(t *testing.T, base, got appsv1.DaemonSet) {
+	t.Helper()
+	base, got = *base.DeepCopy(), *got.DeepCopy()
+	for _, ds := range []*appsv1.DaemonSet{&base, &got} {
+		c := &ds.Spec.Template.Spec.Containers[0]
+		c.Args, c.SecurityContext.Capabilities.Add = nil, nil
+	}
+	if !reflect.DeepEqual(base, got) {
+		t.Errorf("the component changes the DaemonSet beyond args and capabilities.add")
+	}
+}
+
+// TestWebTLSComponent checks the TLS and basic auth component: the exporter reads the web config
+// Secret's file through --web.config.file, both Secrets are mounted read-only, the probes turn
+// into TCP checks, and the PodMonitor scrapes over HTTPS with the CA and the basic auth of the
+// shipped Secrets. TestWebConfigServes runs the exporter with that very web config.
+func TestWebTLSComponent(t *testing.T) {
+	for _, comps := range [][]string{{"web-tls"}, {"pauses", "web-tls"}, {"web-tls", "pauses"}} {
+		t.Run(strings.Join(comps, "+"), func(t *testing.T) {
+			r := applyComponents(t, comps...)
+			pod := r.ds.Spec.Template.Spec
+			CheckExporterPod(t, pod, PodWant{BPF: slices.Contains(comps, "pauses"), TCPProbes: true})
+			checkWebConfig(t, pod, r.pm, r.m.Secrets)
+		})
+	}
+}
+
+// checkWebConfig ties the pieces of the web component together through their names.
+func checkWebConfig(t *testing.T, pod corev1.PodSpec, pm monitoringv1.PodMonitor, secrets []corev1.Secret) {
+	t.Helper()
+	byName := map[string]corev1.Secret{}
+	for _, s := range secrets {
+		byName[s.Name] = s
+	}
+	c := pod.Containers[0]
+	file, ok := flagValue(c.Args, "--web.config.file")
+	if !ok {
+		t.Fatal("args lack --web.config.file")
+	}
+	mounted := false
+	for _, vm := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name != vm.Name || v.Secret == nil || filepath.Dir(file) != vm.MountPath {
+				continue
+			}
+			s, ok := byName[v.Secret.SecretName]
+			if !ok || s.StringData[filepath.Base(file)] == "" {
+				t.Errorf("--web.config.file=%s: Secret %s (mounted at %s) has no %s", file, v.Secret.SecretName, vm.MountPath, filepath.Base(file))
+			}
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("--web.config.file=%s is in no mounted Secret", file)
+	}
+	if len(pm.Spec.PodMetricsEndpoints) != 1 {
+		t.Fatalf("want one PodMonitor endpoint, got %d", len(pm.Spec.PodMetricsEndpoints))
+	}
+	ep := pm.Spec.PodMetricsEndpoints[0]
+	if ep.Scheme == nil || strings.ToLower(ep.Scheme.String()) != "https" {
+		t.Errorf("PodMonitor scheme %v, want https", ep.Scheme)
+	}
+	if ep.BasicAuth == nil {
+		t.Fatal("PodMonitor has no basicAuth")
+	}
+	for _, ref := range []corev1.SecretKeySelector{ep.BasicAuth.Username, ep.BasicAuth.Password} {
+		if s, ok := byName[ref.Name]; !ok || s.StringData[ref.Key] == "" {
+			t.Errorf("PodMonitor basicAuth reads %s/%s, which the component does not ship", ref.Name, ref.Key)
+		}
+	}
+	if ep.TLSConfig == nil || ep.TLSConfig.CA.Secret == nil || ep.TLSConfig.ServerName == nil || *ep.TLSConfig.ServerName == "" {
+		t.Error("PodMonitor tlsConfig must verify the exporter's certificate (a CA and a server name)")
+	} else if ca := ep.TLSConfig.CA.Secret.Name; !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+		return v.Secret != nil && v.Secret.SecretName == ca
+	}) {
+		t.Errorf("PodMonitor trusts the CA of Secret %s, which the exporter does not mount its certificate from", ca)
+	}
+}
+
+// TestComponentsRenderWithKubectl renders the base with both components through kubectl's own
+// kustomize, where kubectl is installed (it is not a project dependency), and compares the result
+// with the patches applied above; every rendered object is decoded strictly.
+func TestComponentsRenderWithKubectl(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed (not a project dependency); the patches were applied by TestPausesComponent and TestWebTLSComponent")
+	}
+	dir := filepath.Join(repoRoot(t), "examples", "kubernetes")
+	want := applyComponents(t, "pauses", "web-tls")
+	tmp := t.TempDir()
+	if err := os.CopyFS(tmp, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	kf := filepath.Join(tmp, "kustomization.yaml")
+	enabled := strings.Replace(string(readFile(t, kf)), "# components:\n#   - pauses\n#   - web-tls\n", "components:\n  - pauses\n  - web-tls\n", 1)
+	if err := os.WriteFile(kf, []byte(enabled), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kubectl, "kustomize", tmp).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v", err)
+	}
+	var m Manifests
+	for i, doc := range splitDocs(out) {
+		if err := m.Decode(doc); err != nil {
+			t.Errorf("rendered doc %d: %v", i, err)
+		}
+	}
+	if len(m.DaemonSets) != 1 || len(m.PodMonitors) != 1 || len(m.Secrets) != 2 || len(m.NetworkPolicies) != 1 {
+		t.Fatalf("rendered %d DaemonSets, %d PodMonitors, %d Secrets, %d NetworkPolicies; want 1, 1, 2, 1",
+			len(m.DaemonSets), len(m.PodMonitors), len(m.Secrets), len(m.NetworkPolicies))
+	}
+	// kustomize sets the namespace; the rest must be what the patches made.
+	ds, pm := m.DaemonSets[0], m.PodMonitors[0]
+	ds.Namespace, pm.Namespace = "", ""
+	if !reflect.DeepEqual(ds.Spec, want.ds.Spec) {
+		t.Errorf("kubectl's DaemonSet differs from the patches applied in the test:\n%s", diffJSON(ds.Spec, want.ds.Spec))
+	}
+	if !reflect.DeepEqual(pm.Spec, want.pm.Spec) {
+		t.Errorf("kubectl's PodMonitor differs from the patches applied in the test:\n%s", diffJSON(pm.Spec, want.pm.Spec))
+	}
+}
+
+func diffJSON(got, want any) string {
+	g, _ := json.MarshalIndent(got, "", " ")
+	w, _ := json.MarshalIndent(want, "", " ")
+	return fmt.Sprintf("got  %s\nwant %s", g, w)
 }

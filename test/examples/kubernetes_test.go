@@ -2,7 +2,6 @@ package examples
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,13 +10,9 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/relabel"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // kustomization is the subset of kustomize's Kustomization used here; decoding it strictly
@@ -34,15 +29,6 @@ type kustomization struct {
 	} `json:"images"`
 }
 
-type manifests struct {
-	daemonSets      []appsv1.DaemonSet
-	serviceAccounts []corev1.ServiceAccount
-	services        []corev1.Service
-	configMaps      []corev1.ConfigMap
-	podMonitors     []monitoringv1.PodMonitor
-	prometheusRules []monitoringv1.PrometheusRule
-}
-
 // decodeStrict decodes one document into v the way the API server's strict field validation
 // does: unknown fields, duplicate fields and fields in the wrong case (hostPid for hostPID,
 // which encoding/json and sigs.k8s.io/yaml.UnmarshalStrict accept) are errors.
@@ -51,7 +37,7 @@ func decodeStrict(doc []byte, v any) error {
 }
 
 // loadManifests strictly decodes every document of every resource of the kustomization.
-func loadManifests(t *testing.T) (kustomization, manifests) {
+func loadManifests(t *testing.T) (kustomization, Manifests) {
 	t.Helper()
 	dir := filepath.Join(repoRoot(t), "examples", "kubernetes")
 	var k kustomization
@@ -68,7 +54,7 @@ func loadManifests(t *testing.T) (kustomization, manifests) {
 			t.Errorf("%s is not listed in kustomization.yaml resources", b)
 		}
 	}
-	var m manifests
+	var m Manifests
 	for _, r := range k.Resources {
 		path := filepath.Join(dir, r)
 		b, err := os.ReadFile(path)
@@ -77,64 +63,12 @@ func loadManifests(t *testing.T) (kustomization, manifests) {
 			continue
 		}
 		for i, doc := range splitDocs(b) {
-			var tm struct {
-				APIVersion string `json:"apiVersion"`
-				Kind       string `json:"kind"`
-			}
-			if err := sigsyaml.Unmarshal(doc, &tm); err != nil {
+			if err := m.Decode(doc); err != nil {
 				t.Errorf("%s doc %d: %v", r, i, err)
-				continue
-			}
-			if err := decodeInto(&m, tm.APIVersion, tm.Kind, doc); err != nil {
-				t.Errorf("%s doc %d (%s %s): %v", r, i, tm.APIVersion, tm.Kind, err)
 			}
 		}
 	}
 	return k, m
-}
-
-func decodeInto(m *manifests, apiVersion, kind string, doc []byte) error {
-	switch apiVersion + "/" + kind {
-	case "apps/v1/DaemonSet":
-		var v appsv1.DaemonSet
-		if err := decodeStrict(doc, &v); err != nil {
-			return err
-		}
-		m.daemonSets = append(m.daemonSets, v)
-	case "v1/ServiceAccount":
-		var v corev1.ServiceAccount
-		if err := decodeStrict(doc, &v); err != nil {
-			return err
-		}
-		m.serviceAccounts = append(m.serviceAccounts, v)
-	case "v1/Service":
-		var v corev1.Service
-		if err := decodeStrict(doc, &v); err != nil {
-			return err
-		}
-		m.services = append(m.services, v)
-	case "v1/ConfigMap":
-		var v corev1.ConfigMap
-		if err := decodeStrict(doc, &v); err != nil {
-			return err
-		}
-		m.configMaps = append(m.configMaps, v)
-	case "monitoring.coreos.com/v1/PodMonitor":
-		var v monitoringv1.PodMonitor
-		if err := decodeStrict(doc, &v); err != nil {
-			return err
-		}
-		m.podMonitors = append(m.podMonitors, v)
-	case "monitoring.coreos.com/v1/PrometheusRule":
-		var v monitoringv1.PrometheusRule
-		if err := decodeStrict(doc, &v); err != nil {
-			return err
-		}
-		m.prometheusRules = append(m.prometheusRules, v)
-	default:
-		return fmt.Errorf("no Go type registered for this kind in the test")
-	}
-	return nil
 }
 
 func TestStrictDecodeRejectsUnknownFields(t *testing.T) {
@@ -150,15 +84,15 @@ func TestStrictDecodeRejectsUnknownFields(t *testing.T) {
 
 func TestKubernetesManifests(t *testing.T) {
 	_, m := loadManifests(t)
-	if len(m.daemonSets) != 1 || len(m.serviceAccounts) != 1 || len(m.services) != 1 ||
-		len(m.podMonitors) != 1 || len(m.prometheusRules) != 1 || len(m.configMaps) == 0 {
-		t.Fatalf("want 1 DaemonSet, ServiceAccount, Service, PodMonitor, PrometheusRule and dashboards ConfigMaps; got %d %d %d %d %d %d",
-			len(m.daemonSets), len(m.serviceAccounts), len(m.services), len(m.podMonitors), len(m.prometheusRules), len(m.configMaps))
+	if len(m.DaemonSets) != 1 || len(m.ServiceAccounts) != 1 || len(m.Services) != 1 ||
+		len(m.PodMonitors) != 1 || len(m.PrometheusRules) != 1 || len(m.ConfigMaps) == 0 || len(m.NetworkPolicies) != 1 {
+		t.Fatalf("want 1 DaemonSet, ServiceAccount, Service, PodMonitor, PrometheusRule, NetworkPolicy and dashboards ConfigMaps; got %d %d %d %d %d %d %d",
+			len(m.DaemonSets), len(m.ServiceAccounts), len(m.Services), len(m.PodMonitors), len(m.PrometheusRules), len(m.NetworkPolicies), len(m.ConfigMaps))
 	}
-	ds := m.daemonSets[0]
+	ds := m.DaemonSets[0]
 	pod := ds.Spec.Template.Spec
-	if pod.ServiceAccountName != m.serviceAccounts[0].Name {
-		t.Errorf("DaemonSet serviceAccountName %q, ServiceAccount %q", pod.ServiceAccountName, m.serviceAccounts[0].Name)
+	if pod.ServiceAccountName != m.ServiceAccounts[0].Name {
+		t.Errorf("DaemonSet serviceAccountName %q, ServiceAccount %q", pod.ServiceAccountName, m.ServiceAccounts[0].Name)
 	}
 	podLabels := ds.Spec.Template.Labels
 	for k, v := range ds.Spec.Selector.MatchLabels {
@@ -166,7 +100,7 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("DaemonSet selector %s=%s does not match its pod template", k, v)
 		}
 	}
-	svc := m.services[0]
+	svc := m.Services[0]
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("Service is not headless: clusterIP %q", svc.Spec.ClusterIP)
 	}
@@ -175,7 +109,7 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("Service selector %s=%s does not match the exporter pods", k, v)
 		}
 	}
-	pm := m.podMonitors[0]
+	pm := m.PodMonitors[0]
 	for k, v := range pm.Spec.Selector.MatchLabels {
 		if podLabels[k] != v {
 			t.Errorf("PodMonitor selector %s=%s does not match the exporter pods", k, v)
@@ -189,165 +123,37 @@ func TestKubernetesManifests(t *testing.T) {
 		*pm.Spec.PodMetricsEndpoints[0].Port != "metrics" {
 		t.Errorf("PodMonitor must scrape the port named metrics")
 	}
-	checkTargetLabels(t, pm.Spec.PodMetricsEndpoints[0].RelabelConfigs)
-}
-
-// checkTargetLabels applies the PodMonitor's relabelings, with Prometheus's own relabel code,
-// to the target labels the operator generates for an exporter pod: instance must be the node
-// name and none of the exporter pod's namespace/pod/container may reach the workload's series.
-func checkTargetLabels(t *testing.T, rcs []monitoringv1.RelabelConfig) {
-	t.Helper()
-	var cfgs []*relabel.Config
-	for _, rc := range rcs {
-		c := relabel.DefaultRelabelConfig
-		c.NameValidationScheme = model.UTF8Validation
-		for _, l := range rc.SourceLabels {
-			c.SourceLabels = append(c.SourceLabels, model.LabelName(l))
-		}
-		if rc.Separator != nil {
-			c.Separator = *rc.Separator
-		}
-		c.TargetLabel = rc.TargetLabel
-		if rc.Regex != "" {
-			c.Regex = relabel.MustNewRegexp(rc.Regex)
-		}
-		if rc.Replacement != nil {
-			c.Replacement = *rc.Replacement
-		}
-		if rc.Action != "" {
-			c.Action = relabel.Action(strings.ToLower(rc.Action))
-		}
-		cfgs = append(cfgs, &c)
-	}
-	// What the operator's generated relabelings leave before the user's (podmonitor job label).
-	target := labels.FromStrings(
-		"__meta_kubernetes_pod_node_name", "node-7",
-		"instance", "10.1.2.3:10137", "job", "quota-exporter",
-		"namespace", "monitoring", "pod", "quota-exporter-x7k2p", "container", "quota-exporter", "endpoint", "metrics",
-	)
-	lb := labels.NewBuilder(target)
-	keep := relabel.ProcessBuilder(lb, cfgs...)
-	got := lb.Labels()
-	if !keep {
-		t.Fatal("the PodMonitor's relabelings drop the exporter target")
-	}
-	if v := got.Get("instance"); v != "node-7" {
-		t.Errorf("instance = %q, want the node name", v)
-	}
-	for _, l := range []string{"namespace", "pod", "container", "endpoint"} {
-		if got.Has(l) {
-			t.Errorf("target label %s=%q survives: it would overwrite (or, with honor_labels false, rename to exported_%s) the workload's own label", l, got.Get(l), l)
-		}
-	}
-	if v := got.Get("job"); v != "quota-exporter" {
-		t.Errorf("job = %q, want quota-exporter", v)
-	}
+	CheckTargetLabels(t, pm.Spec.PodMetricsEndpoints[0].RelabelConfigs, "quota-exporter")
+	CheckNetworkPolicy(t, m.NetworkPolicies[0], podLabels, "metrics")
+	CheckNames(t, m)
 }
 
 func TestDaemonSetSecurity(t *testing.T) {
 	_, m := loadManifests(t)
-	if len(m.daemonSets) != 1 {
-		t.Fatalf("want one DaemonSet, got %d", len(m.daemonSets))
+	if len(m.DaemonSets) != 1 {
+		t.Fatalf("want one DaemonSet, got %d", len(m.DaemonSets))
 	}
-	pod := m.daemonSets[0].Spec.Template.Spec
-	if !pod.HostPID {
-		t.Error("hostPID must be true: the exporter reads every process on the node")
-	}
-	if pod.HostNetwork || pod.HostIPC {
-		t.Error("hostNetwork/hostIPC are not needed")
-	}
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Error("the exporter does not use the API: automountServiceAccountToken must be false")
-	}
-	if !slices.ContainsFunc(pod.Tolerations, func(t corev1.Toleration) bool {
-		return t.Operator == corev1.TolerationOpExists && t.Key == "" && t.Effect == ""
-	}) {
-		t.Error("want a toleration {operator: Exists} so the exporter runs on every node")
-	}
-	if len(pod.Containers) != 1 {
-		t.Fatalf("want one container, got %d", len(pod.Containers))
-	}
+	pod := m.DaemonSets[0].Spec.Template.Spec
+	CheckExporterPod(t, pod, PodWant{})
 	c := pod.Containers[0]
 	if c.Image != "quota-exporter:latest" && !strings.HasSuffix(c.Image, "/quota-exporter:latest") {
 		t.Errorf("image %q", c.Image)
 	}
-	sc := c.SecurityContext
-	if sc == nil {
-		t.Fatal("container securityContext missing")
-	}
-	if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
-		t.Error("runAsUser must be 0 (reading other users' /proc/<pid>/environ, mem)")
-	}
-	if sc.Privileged != nil && *sc.Privileged {
-		t.Error("must not be privileged")
-	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		t.Error("allowPrivilegeEscalation must be false")
-	}
-	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		t.Error("readOnlyRootFilesystem must be true")
-	}
-	if sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-		t.Error("capabilities must drop ALL")
-	} else {
-		add := slices.Clone(sc.Capabilities.Add)
-		slices.Sort(add)
-		if !reflect.DeepEqual(add, []corev1.Capability{"DAC_READ_SEARCH", "SYS_PTRACE"}) {
-			t.Errorf("capabilities add %v, want exactly SYS_PTRACE and DAC_READ_SEARCH", sc.Capabilities.Add)
-		}
-	}
-	for _, flag := range []string{"--web.listen-address=:10137", "--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root", "--path.podlogs=/host/var/log"} {
-		if !slices.Contains(c.Args, flag) {
-			t.Errorf("args lack %s", flag)
-		}
+	if !slices.Contains(c.Args, "--web.listen-address=:10137") {
+		t.Error("args lack --web.listen-address=:10137")
 	}
 	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 10137 || c.Ports[0].Name != "metrics" {
 		t.Errorf("want one port metrics/10137, got %+v", c.Ports)
 	}
-	// Resources: requests for scheduling and a CPU limit of its own.
-	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
-			t.Errorf("no %s request", r)
-		}
+	CheckResources(t, c.Resources)
+	if cpu := c.Resources.Limits[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("100m")) < 0 {
+		t.Errorf("CPU limit %s is too tight for a scrape every 5 s", cpu.String())
 	}
-	cpuLimit, ok := c.Resources.Limits[corev1.ResourceCPU]
-	if !ok || cpuLimit.Cmp(c.Resources.Requests[corev1.ResourceCPU]) < 0 {
-		t.Errorf("want a CPU limit >= the request, got %v", cpuLimit.String())
-	}
-	if cpuLimit.Cmp(resource.MustParse("100m")) < 0 {
-		t.Errorf("CPU limit %s is too tight for a scrape every 5 s", cpuLimit.String())
-	}
-	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-		if p == nil || p.HTTPGet == nil || (p.HTTPGet.Path != "/" && p.HTTPGet.Path != "/metrics") ||
-			p.HTTPGet.Port.String() != "metrics" {
-			t.Errorf("%s probe must be an HTTP GET of / or /metrics on the metrics port", name)
-		}
-	}
-	// Host mounts: /proc, /sys, / and /var/log (Kubernetes names) under /host, all read-only;
-	// nothing else from the host.
-	want := map[string]string{"/proc": "/host/proc", "/sys": "/host/sys", "/": "/host/root", "/var/log": "/host/var/log"}
-	vols := map[string]string{}
-	for _, v := range pod.Volumes {
-		if v.HostPath == nil {
-			t.Errorf("volume %s is not a hostPath; only the three host mounts are expected", v.Name)
-			continue
-		}
-		vols[v.Name] = v.HostPath.Path
-	}
-	got := map[string]string{}
+	// The sub-mounts of /sys/fs/cgroup are the cgroup trees themselves: read-only must reach them.
 	for _, vm := range c.VolumeMounts {
-		host, ok := vols[vm.Name]
-		if !ok {
-			t.Errorf("mount %s has no hostPath volume", vm.Name)
-			continue
+		if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly != corev1.RecursiveReadOnlyIfPossible {
+			t.Errorf("mount %s: want recursiveReadOnly IfPossible", vm.Name)
 		}
-		if !vm.ReadOnly {
-			t.Errorf("host mount %s -> %s must be readOnly", host, vm.MountPath)
-		}
-		got[host] = vm.MountPath
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("host mounts %v, want %v", got, want)
 	}
 }
 
@@ -364,10 +170,10 @@ func TestPrometheusRuleMatchesRenderedRules(t *testing.T) {
 		want = append(want, g...)
 	}
 	_, m := loadManifests(t)
-	if len(m.prometheusRules) != 1 {
-		t.Fatalf("want one PrometheusRule, got %d", len(m.prometheusRules))
+	if len(m.PrometheusRules) != 1 {
+		t.Fatalf("want one PrometheusRule, got %d", len(m.PrometheusRules))
 	}
-	got := m.prometheusRules[0].Spec.Groups
+	got := m.PrometheusRules[0].Spec.Groups
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("PrometheusRule groups differ from alerts/*.yaml: run make examples")
 	}
@@ -377,37 +183,10 @@ func TestPrometheusRuleMatchesRenderedRules(t *testing.T) {
 }
 
 func TestDashboardConfigMapsMatchRenderedDashboards(t *testing.T) {
-	root := repoRoot(t)
-	dashboards, _ := filepath.Glob(filepath.Join(root, "dashboards", "*.json"))
+	dashboards, _ := filepath.Glob(filepath.Join(repoRoot(t), "dashboards", "*.json"))
 	require(t, len(dashboards) > 0, "dashboards/*.json not rendered yet (make mixin)")
 	_, m := loadManifests(t)
-	byKey := map[string]string{}
-	for _, cm := range m.configMaps {
-		if cm.Labels["grafana_dashboard"] != "1" {
-			t.Errorf("ConfigMap %s lacks the label grafana_dashboard: \"1\" the Grafana sidecar looks for", cm.Name)
-		}
-		size := 0
-		for k, v := range cm.Data {
-			byKey[k] = v
-			size += len(k) + len(v)
-		}
-		if size > 200<<10 {
-			t.Errorf("ConfigMap %s holds %d bytes; kubectl apply's annotation limit is 256 KiB", cm.Name, size)
-		}
-	}
-	for _, d := range dashboards {
-		got, ok := byKey[filepath.Base(d)]
-		if !ok {
-			t.Errorf("%s is in no ConfigMap: run make examples", filepath.Base(d))
-			continue
-		}
-		if want := readFile(t, d); !bytes.Equal([]byte(got), want) {
-			t.Errorf("ConfigMap copy of %s is stale (%d bytes, rendered %d): run make examples", filepath.Base(d), len(got), len(want))
-		}
-	}
-	if len(byKey) != len(dashboards) {
-		t.Errorf("%d dashboards in ConfigMaps, %d rendered: run make examples", len(byKey), len(dashboards))
-	}
+	CheckDashboardConfigMaps(t, repoRoot(t), m.ConfigMaps)
 }
 
 func TestGeneratedManifestsUpToDate(t *testing.T) {
