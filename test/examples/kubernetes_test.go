@@ -136,8 +136,13 @@ func TestDaemonSetSecurity(t *testing.T) {
 	pod := m.DaemonSets[0].Spec.Template.Spec
 	CheckExporterPod(t, pod, PodWant{})
 	c := pod.Containers[0]
-	if c.Image != "quota-exporter:latest" && !strings.HasSuffix(c.Image, "/quota-exporter:latest") {
-		t.Errorf("image %q", c.Image)
+	// The released image of this checkout's VERSION, never a moving tag.
+	version, err := os.ReadFile(filepath.Join(repoRoot(t), "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ghcr.io/quota-exporter/quota-exporter:" + strings.TrimSpace(string(version)); c.Image != want {
+		t.Errorf("image %q, want %q", c.Image, want)
 	}
 	if !slices.Contains(c.Args, "--web.listen-address=:10137") {
 		t.Error("args lack --web.listen-address=:10137")
