@@ -28,7 +28,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build run diagnose generate test test-unit test-v2 test-kubenode fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
@@ -53,7 +53,7 @@ diagnose: build
 
 # Every test: lint, the exporter's unit and real-system tests, the cgroup v2 VM tests, the mixin checks, the deployment
 # examples, and the end-to-end test (workloads, exporter, Prometheus, Alertmanager; root).
-test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-e2e test-bench-node
+test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-e2e test-bench-node test-kubenode
 
 test-unit: build
 	$(GOTEST) ./...
@@ -88,6 +88,13 @@ test-e2e: build
 # that it completes and removes every cgroup and process it created (root; fails on CI without).
 test-bench-node: build
 	cd test && BENCHNODE_EXPORTER=$(CURDIR)/$(BIN) $(GOTEST) ./benchnode/...
+
+# A real Kubernetes node on this host (root): etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and a kubelet (built from the Go module proxy by test/kubenode/k8sbuild, cached
+# in /var/cache/quota_exporter/k8s), containerd and runc; the exporter applied from
+# examples/kubernetes, workloads as pods, Prometheus and Alertmanager. See docs/cgroups.md.
+test-kubenode: deps-apt tools
+	cd test && $(GOTEST) -v -run '^TestKubeNode$$' ./kubenode/...
 
 # Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
 examples: mixin
@@ -157,7 +164,11 @@ tools:
 # tests that need the parts then skip locally and fail under CI=true). Shared libraries the malloc
 # tests preload (jemalloc, tcmalloc); for the cgroup v2 VM tests qemu, a static busybox, and the
 # kernel package linux-image-cloud-amd64 depends on, downloaded and unpacked into VM_KERNEL_DIR;
-# clang and libbpf-dev for make generate (the BPF programs).
+# clang and libbpf-dev for make generate (the BPF programs); containerd, runc, etcd-server and the CNI
+# plugins (a bridge for pod IPs) for
+# the real Kubernetes node of make test-kubenode (kubelet and kube-apiserver come from the Go
+# module proxy, test/kubenode/k8sbuild). The packages' services are not started: no systemd here,
+# and test/kubenode runs its own containerd and etcd with their own state directories.
 VM_KERNEL_DIR := /var/cache/quota_exporter/kernel
 deps-apt:
 	@missing=""; \
@@ -167,6 +178,10 @@ deps-apt:
 	  dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
 	  command -v clang >/dev/null || missing="$$missing clang"; \
 	  [ -e /usr/include/bpf/bpf_helpers.h ] || missing="$$missing libbpf-dev"; \
+	  command -v containerd >/dev/null || missing="$$missing containerd"; \
+	  command -v runc >/dev/null || missing="$$missing runc"; \
+	  command -v etcd >/dev/null || missing="$$missing etcd-server"; \
+	  [ -x /usr/lib/cni/bridge ] || missing="$$missing containernetworking-plugins"; \
 	  kernel=$$(ls $(VM_KERNEL_DIR)/root/boot/vmlinuz-*-cloud-amd64 2>/dev/null | head -n 1); \
 	  if [ -z "$$missing" ] && [ -n "$$kernel" ]; then :; \
 	  elif [ "$$(id -u)" != 0 ]; then echo "deps-apt: not root; missing:$$missing $${kernel:-cloud-kernel}; their tests will skip"; \
