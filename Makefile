@@ -20,20 +20,64 @@ ARGS      ?=
 TOOLS     := $(GO) tool -modfile=$(CURDIR)/tools/go.mod
 AM_TOOLS  := $(GO) tool -modfile=$(CURDIR)/tools/alertmanager/go.mod
 VERSION_PKG := github.com/prometheus/common/version
-LDFLAGS   := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
+BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
+LDFLAGS    = -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
              -X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=make \
-             -X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+             -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 export CGO_ENABLED ?= 0
 # Real-cgroup, JVM and C tests run as root and take a while; one package at a time keeps
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build run diagnose generate test test-unit test-v2 test-kubenode fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
+.PHONY: all build image release release-binaries run diagnose generate test test-unit test-v2 test-kubenode fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./exporter/cmd/quota_exporter
+
+# Release artefacts (docs/release.md), all under bin/release/: static binaries per architecture
+# and container images built without a container engine (tools/ociimage, go-containerregistry).
+# They take the commit's time as build date, so the same commit gives the same files and image
+# digests. `make image` is the host's architecture only, at a stable path:
+# bin/release/quota-exporter-image-linux-$(HOST_ARCH).tar (import with `ctr -n k8s.io images
+# import`, `docker load` or `podman load`).
+IMAGE_REPO     ?= ghcr.io/quota-exporter/quota-exporter
+IMAGE_TAGS     ?= $(IMAGE_REPO):$(VERSION) quota-exporter:$(VERSION)
+RELEASE_DIR    := bin/release
+RELEASE_ARCHES := amd64 arm64
+HOST_ARCH      := $(shell $(GO) env GOARCH)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+SOURCE_URL     := https://github.com/quota-exporter/quota_exporter
+image release release-binaries release-binary-% image-%: BUILD_DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y%m%d-%H:%M:%S)
+IMAGE_CREATED = $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+IMAGE_LABELS = \
+  -label org.opencontainers.image.title=quota_exporter \
+  -label 'org.opencontainers.image.description=Prometheus exporter: CPU quotas, throttling and memory limits of containers, and the runtimes inside them' \
+  -label org.opencontainers.image.version=$(VERSION) \
+  -label org.opencontainers.image.revision=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) \
+  -label org.opencontainers.image.created=$(IMAGE_CREATED) \
+  -label org.opencontainers.image.source=$(SOURCE_URL) \
+  -label org.opencontainers.image.url=$(SOURCE_URL) \
+  -label org.opencontainers.image.documentation=$(SOURCE_URL)/blob/v$(VERSION)/README.md \
+  -label org.opencontainers.image.licenses=Apache-2.0
+
+image: image-$(HOST_ARCH)
+
+release-binaries: $(addprefix release-binary-,$(RELEASE_ARCHES))
+
+# Static (CGO_ENABLED=0) and reproducible (-trimpath, no VCS stamp, fixed build date).
+release-binary-%:
+	GOOS=linux GOARCH=$* CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' \
+	  -o $(RELEASE_DIR)/linux-$*/quota_exporter ./exporter/cmd/quota_exporter
+
+image-%: release-binary-% bin/ociimage
+	bin/ociimage -binary $(RELEASE_DIR)/linux-$*/quota_exporter -arch $* \
+	  -created $(IMAGE_CREATED) $(addprefix -tag ,$(IMAGE_TAGS)) $(IMAGE_LABELS) \
+	  -o $(RELEASE_DIR)/quota-exporter-image-linux-$*.tar
+
+bin/ociimage: tools/ociimage/main.go tools/ociimage/go.mod tools/ociimage/go.sum
+	cd tools/ociimage && $(GO) build -trimpath -o ../../bin/ociimage .
 
 # Regenerates the BPF objects and their Go loaders (bpf2go, pinned in tools/go.mod) from the C
 # under exporter/internal/*/bpf/. Needs clang and libbpf-dev (make deps-apt); the generated

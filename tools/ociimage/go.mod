@@ -1,0 +1,13 @@
+// The release image builder (make image, make release) in its own tools module: it links
+// go-containerregistry as a library, which neither the exporter nor the other tools need.
+module github.com/quota-exporter/quota_exporter/tools/ociimage
+
+go 1.26.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+)
