@@ -137,8 +137,10 @@ test-bench-node: build
 # kube-scheduler and a kubelet (built from the Go module proxy by test/kubenode/k8sbuild, cached
 # in /var/cache/quota_exporter/k8s), containerd and runc; the exporter applied from
 # examples/kubernetes, workloads as pods, Prometheus and Alertmanager. See docs/cgroups.md.
-test-kubenode: deps-apt tools
-	cd test && $(GOTEST) -v -run '^TestKubeNode$$' ./kubenode/...
+# The exporter's image is make image's tarball, imported into the node's containerd.
+test-kubenode: deps-apt tools image
+	cd test && KUBENODE_EXPORTER_IMAGE=$(CURDIR)/$(RELEASE_DIR)/quota-exporter-image-linux-$(HOST_ARCH).tar \
+	  KUBENODE_EXPORTER_REF=quota-exporter:$(VERSION) $(GOTEST) -v -run '^TestKubeNode$$' ./kubenode/...
 
 # Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
 examples: mixin

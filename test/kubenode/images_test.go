@@ -2,6 +2,8 @@ package kubenode
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,9 +71,20 @@ func workloadsImage(t *testing.T, root, work string) node.Image {
 	}
 	javac, _ = filepath.EvalSymlinks(javac)
 	jdkHome := filepath.Dir(filepath.Dir(javac))
-	jre := filepath.Join(work, "jre")
-	buildCmd(t, work, nil, filepath.Join(jdkHome, "bin", "jlink"), "--add-modules", "java.base,java.management",
-		"--strip-debug", "--no-man-pages", "--no-header-files", "--output", jre)
+	// jlink takes a minute on a busy machine: the runtime is cached per JDK release.
+	release, err := os.ReadFile(filepath.Join(jdkHome, "release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jre := filepath.Join(node.CacheDir, "..", "kubenode-jre", fmt.Sprintf("%x", sha256.Sum256(append([]byte(jdkHome), release...)))[:12])
+	if _, err := os.Stat(filepath.Join(jre, "bin", "java")); err != nil {
+		tmp := fmt.Sprintf("%s.tmp%d", jre, os.Getpid())
+		os.RemoveAll(tmp)
+		must(t, os.MkdirAll(filepath.Dir(jre), 0o755))
+		buildCmd(t, work, nil, filepath.Join(jdkHome, "bin", "jlink"), "--add-modules", "java.base,java.management",
+			"--strip-debug", "--no-man-pages", "--no-header-files", "--output", tmp)
+		must(t, os.Rename(tmp, jre))
+	}
 
 	files := map[string]string{"/app": app, "/opt/java": jre}
 	// Shared libraries of the JVM and the C program, at the paths the dynamic loader looks for.

@@ -98,8 +98,14 @@ func TestKubeNode(t *testing.T) {
 	work := t.TempDir()
 	t0 = time.Now()
 	pause := pauseImage(t, work)
-	exporter := exporterImage(t, root, work)
 	workloads := workloadsImage(t, root, work)
+	// make test-kubenode passes make image's tarball; `go test` alone builds the same image here.
+	exporterArchive, exporterImageRef := os.Getenv("KUBENODE_EXPORTER_IMAGE"), os.Getenv("KUBENODE_EXPORTER_REF")
+	var exporter node.Image
+	if exporterArchive == "" {
+		exporter = exporterImage(t, root, work)
+		exporterImageRef = exporter.Ref
+	}
 	t.Logf("images built in %s", time.Since(t0).Round(time.Millisecond))
 
 	// The node; torn down on return, on SIGINT/SIGTERM, and by the next run after a crash.
@@ -129,10 +135,16 @@ func TestKubeNode(t *testing.T) {
 		}
 	}()
 	t.Logf("node up in %s", time.Since(t0).Round(time.Millisecond))
-	importImages(t, ctx, n, exporter, workloads)
+	if exporterArchive != "" {
+		must(t, n.ImportArchive(ctx, exporterArchive))
+		t.Logf("imported %s (%s)", exporterArchive, exporterImageRef)
+		importImages(t, ctx, n, workloads)
+	} else {
+		importImages(t, ctx, n, exporter, workloads)
+	}
 
 	// The exporter as users deploy it: examples/kubernetes with the image replaced.
-	rendered := deployExporter(t, ctx, n, root, work)
+	rendered := deployExporter(t, ctx, n, root, work, exporterImageRef)
 	var podMonitor map[string]any
 	for _, doc := range strings.Split(rendered, "\n---\n") {
 		var obj map[string]any
@@ -169,7 +181,7 @@ func TestKubeNode(t *testing.T) {
 // deployExporter applies examples/kubernetes through an overlay that only replaces the image and
 // leaves out the two objects whose CRDs only the Prometheus Operator installs (the PodMonitor
 // becomes Prometheus' scrape job instead). It returns the rendered base.
-func deployExporter(t *testing.T, ctx context.Context, n *node.Node, root, work string) string {
+func deployExporter(t *testing.T, ctx context.Context, n *node.Node, root, work, image string) string {
 	overlay := filepath.Join(work, "overlay")
 	base := filepath.Join(overlay, "base")
 	must(t, os.MkdirAll(overlay, 0o755))
@@ -183,7 +195,7 @@ resources:
   - base
 images:
   - name: quota-exporter
-    newName: docker.io/%s
+    newName: %s
     newTag: %s
 patches:
   - patch: |
@@ -196,7 +208,7 @@ patches:
       apiVersion: monitoring.coreos.com/v1
       kind: PrometheusRule
       metadata: {name: quota-exporter, namespace: monitoring}
-`, strings.SplitN(exporterRef, ":", 2)[0], strings.SplitN(exporterRef, ":", 2)[1])
+`, strings.SplitN(image, ":", 2)[0], strings.SplitN(image, ":", 2)[1])
 	must(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644))
 	rendered, err := n.Kubectl(ctx, "kustomize", base)
 	must(t, err)
