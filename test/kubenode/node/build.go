@@ -39,13 +39,13 @@ func BuildKubernetes(ctx context.Context, modDir string, logf func(string, ...an
 	version := string(m[1])
 	key := sha256.Sum256(append(mod, sum...))
 	dir := filepath.Join(CacheDir, fmt.Sprintf("%s-%x", version, key[:6]))
-	complete := true
+	var missing []string
 	for _, c := range Commands {
 		if _, err := os.Stat(filepath.Join(dir, c)); err != nil {
-			complete = false
+			missing = append(missing, c)
 		}
 	}
-	if complete {
+	if len(missing) == 0 {
 		return dir, nil
 	}
 	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
@@ -60,11 +60,11 @@ func BuildKubernetes(ctx context.Context, modDir string, logf func(string, ...an
 		return "", err
 	}
 	args := []string{"build", "-trimpath", "-ldflags", "-s -w " + strings.Join(ld, " "), "-o", tmp + "/"}
-	for _, c := range Commands {
+	for _, c := range missing {
 		args = append(args, "k8s.io/kubernetes/cmd/"+c)
 	}
 	if logf != nil {
-		logf("building Kubernetes %s (%s) into %s: minutes from an empty Go build cache", version, strings.Join(Commands, ", "), dir)
+		logf("building Kubernetes %s (%s) into %s: minutes from an empty Go build cache", version, strings.Join(missing, ", "), dir)
 	}
 	start := time.Now()
 	cmd := []string{"go"}
@@ -76,9 +76,14 @@ func BuildKubernetes(ctx context.Context, modDir string, logf func(string, ...an
 	if logf != nil {
 		logf("built Kubernetes %s in %s", version, time.Since(start).Round(time.Second))
 	}
-	os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
+	for _, c := range missing {
+		if err := os.Rename(filepath.Join(tmp, c), filepath.Join(dir, c)); err != nil {
+			return "", err
+		}
+	}
+	os.RemoveAll(tmp)
 	return dir, nil
 }
