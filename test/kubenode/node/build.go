@@ -66,9 +66,11 @@ func BuildKubernetes(ctx context.Context, modDir string, logf func(string, ...an
 	if logf != nil {
 		logf("building Kubernetes %s (%s) into %s: minutes from an empty Go build cache", version, strings.Join(missing, ", "), dir)
 	}
+	// CGO_ENABLED=1 explicitly: make exports CGO_ENABLED=0 for the exporter, and a different
+	// setting than the last build's recompiles every package that depends on net (all of them).
 	start := time.Now()
 	cmd := []string{"go"}
-	out, err := runIn(ctx, 30*time.Minute, modDir, []string{"CGO_ENABLED=0", "GOFLAGS=-mod=mod"}, append(cmd, args...)...)
+	out, err := runIn(ctx, 30*time.Minute, modDir, []string{"CGO_ENABLED=1", "GOFLAGS=-mod=mod -buildvcs=false"}, append(cmd, args...)...)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return "", fmt.Errorf("building Kubernetes: %w\n%s", err, out)

@@ -31,8 +31,10 @@ const Base = "/var/lib/quota_exporter-kubenode"
 
 // Bridge is the CNI bridge the pods' veths join; Subnet its pod network (host side .1).
 const (
-	Bridge = "qekn0"
-	Subnet = "10.253.77.0/24"
+	Bridge  = "qekn0"
+	Subnet  = "10.253.77.0/24"
+	NodeIP  = "10.253.77.1" // the bridge's address: the node's InternalIP (a kubelet refuses a loopback one)
+	nodeNet = NodeIP + "/24"
 )
 
 // Options configure a node.
@@ -115,7 +117,7 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 		{"apiserver", "kube-apiserver", nil, []string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default.svc"}},
 		{"admin", "kubenode-admin", []string{"system:masters"}, nil},
 		{"kubelet-client", "system:node:" + n.Name, []string{"system:nodes"}, nil},
-		{"kubelet-serving", "system:node:" + n.Name, []string{"system:nodes"}, []string{"127.0.0.1", n.Name}},
+		{"kubelet-serving", "system:node:" + n.Name, []string{"system:nodes"}, []string{NodeIP, "127.0.0.1", n.Name}},
 		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil},
 	} {
 		if err := p.issue(c.name, c.cn, c.orgs, c.hosts...); err != nil {
@@ -180,11 +182,13 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 		return nil, err
 	}
 
-	// Controllers and scheduler: DaemonSet pods are created by the controller and bound by the scheduler.
+	// Controllers and scheduler: DaemonSet pods are created by the controller and bound by the
+	// scheduler; the kubelet registers its node with the not-ready taint, which the node
+	// lifecycle controller removes once the node is Ready.
 	kcm, err := n.start("kube-controller-manager", bin("kube-controller-manager"),
 		"--kubeconfig="+n.Kubeconfig, "--authentication-kubeconfig="+n.Kubeconfig, "--authorization-kubeconfig="+n.Kubeconfig,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
-		"--controllers=daemonset,serviceaccount,root-ca-cert-publisher,garbagecollector,namespace",
+		"--controllers=daemonset,serviceaccount,root-ca-cert-publisher,garbagecollector,namespace,nodelifecycle",
 		"--root-ca-file="+p.path("ca", "crt"),
 		"--leader-elect=false", "--use-service-account-credentials=false", "--v=1")
 	if err != nil {
@@ -222,6 +226,17 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 		return nil, err
 	}
 
+	// The bridge before the kubelet: its address is the node's (the CNI plugin reuses it).
+	for _, args := range [][]string{
+		{"link", "add", Bridge, "type", "bridge"},
+		{"addr", "add", nodeNet, "dev", Bridge},
+		{"link", "set", Bridge, "up"},
+	} {
+		if _, err := run(ctx, 30*time.Second, nil, "ip", args...); err != nil {
+			return nil, err
+		}
+	}
+
 	// The kubelet, registered to the API server.
 	kcfg := filepath.Join(n.Dir, "kubelet", "config.yaml")
 	if err := os.WriteFile(kcfg, []byte(n.kubeletConfig(p, kubeletPort)), 0o644); err != nil {
@@ -229,7 +244,7 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	}
 	kubelet, err := n.start("kubelet", "nsenter", "--mount=/proc/"+strconv.Itoa(n.holder.cmd.Process.Pid)+"/ns/mnt", "--",
 		bin("kubelet"), "--config="+kcfg, "--kubeconfig="+kubeletKubeconfig,
-		"--root-dir="+filepath.Join(n.Dir, "kubelet", "root"), "--hostname-override="+n.Name, "--node-ip=127.0.0.1", "--v=2")
+		"--root-dir="+filepath.Join(n.Dir, "kubelet", "root"), "--hostname-override="+n.Name, "--node-ip="+NodeIP, "--v=2")
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +322,7 @@ func (n *Node) cniConfig() string {
 }
 
 // kubeletConfig: cgroupfs on the v1 hierarchy (failCgroupV1: false, which kubelets 1.35+ need
-// on v1), static pods from manifests/, the server on a free loopback port (for exec and logs,
+// on v1), static pods from manifests/, the server on a free port of the bridge address (for exec and logs,
 // client certificates of our CA only), no eviction thresholds that a busy shared disk could trip.
 func (n *Node) kubeletConfig(p *pki, port int) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -318,7 +333,7 @@ failSwapOn: false
 containerRuntimeEndpoint: unix://%[1]s
 staticPodPath: %[2]s
 fileCheckFrequency: 5s
-address: 127.0.0.1
+address: %[7]s
 port: %[3]d
 readOnlyPort: 0
 healthzPort: 0
@@ -337,7 +352,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 syncFrequency: 10s
 nodeStatusUpdateFrequency: 5s
-`, n.Socket, filepath.Join(n.Dir, "manifests"), port, p.path("kubelet-serving", "crt"), p.path("kubelet-serving", "key"), p.path("ca", "crt"))
+`, n.Socket, filepath.Join(n.Dir, "manifests"), port, p.path("kubelet-serving", "crt"), p.path("kubelet-serving", "key"), p.path("ca", "crt"), NodeIP)
 }
 
 // ManifestDir is the kubelet's staticPodPath.
