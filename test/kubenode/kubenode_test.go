@@ -501,8 +501,9 @@ func checkDiagnose(t *testing.T, ctx context.Context, n *node.Node, exporterPod 
 	var report struct {
 		Findings []map[string]any `json:"findings"`
 	}
+	// Exit status 1 or 2 means findings; kubectl appends "command terminated with exit code N".
 	if i := strings.Index(out, "{"); i >= 0 {
-		json.Unmarshal([]byte(out[i:]), &report)
+		json.NewDecoder(strings.NewReader(out[i:])).Decode(&report)
 	}
 	if len(report.Findings) == 0 {
 		t.Errorf("diagnose in the pod found nothing:\n%s", tailStr(out, 4000))
