@@ -210,11 +210,10 @@ tools:
 # tests that need the parts then skip locally and fail under CI=true). Shared libraries the malloc
 # tests preload (jemalloc, tcmalloc); for the cgroup v2 VM tests qemu, a static busybox, and the
 # kernel package linux-image-cloud-amd64 depends on, downloaded and unpacked into VM_KERNEL_DIR;
-# clang and libbpf-dev for make generate (the BPF programs); containerd, runc, etcd-server and the CNI
-# plugins (a bridge for pod IPs) for
-# the real Kubernetes node of make test-kubenode (kubelet and kube-apiserver come from the Go
-# module proxy, test/kubenode/k8sbuild). The packages' services are not started: no systemd here,
-# and test/kubenode runs its own containerd and etcd with their own state directories.
+# clang and libbpf-dev for make generate (the BPF programs); containerd, runc, etcd-server and the
+# CNI plugins (a bridge for pod IPs) for the real Kubernetes node of make test-kubenode (the
+# Kubernetes binaries come from the Go module proxy, test/kubenode/k8sbuild). Their services are
+# not started (no systemd here): test/kubenode runs its own containerd and etcd.
 VM_KERNEL_DIR := /var/cache/quota_exporter/kernel
 deps-apt:
 	@missing=""; \
