@@ -33,7 +33,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build image release release-binaries release-tag-check test-release run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-chart test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples chart demo tools deps-apt fuzz clean
+.PHONY: all build image release release-binaries release-tag-check test-release run diagnose generate test test-unit test-v2 test-kubenode fixtures-v2 test-mixin test-examples test-chart test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples chart demo tools deps-apt fuzz clean
 
 all: build
 
@@ -118,9 +118,9 @@ diagnose: build
 
 # Every test: lint, the exporter's unit and real-system tests, the cgroup v2 VM tests, the mixin checks, the deployment
 # examples and the Helm chart, the end-to-end test (workloads, exporter, Prometheus, Alertmanager;
-# root), the real-node benchmark's smoke run and the release artefacts (both architectures' binaries
-# and images).
-test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-chart test-e2e test-bench-node test-release
+# root), the real-node benchmark's smoke run, the release artefacts (both architectures' binaries
+# and images) and a real Kubernetes node (kubelet, containerd, runc) running the DaemonSet.
+test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-chart test-e2e test-bench-node test-release test-kubenode
 
 test-unit: build
 	$(GOTEST) ./...
@@ -167,6 +167,15 @@ test-e2e: build
 # that it completes and removes every cgroup and process it created (root; fails on CI without).
 test-bench-node: build
 	cd test && BENCHNODE_EXPORTER=$(CURDIR)/$(BIN) $(GOTEST) ./benchnode/...
+
+# A real Kubernetes node on this host (root): etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and a kubelet (built from the Go module proxy by test/kubenode/k8sbuild, cached
+# in /var/cache/quota_exporter/k8s), containerd and runc; the exporter applied from
+# examples/kubernetes, workloads as pods, Prometheus and Alertmanager. See docs/cgroups.md.
+# The exporter's image is make image's tarball, imported into the node's containerd.
+test-kubenode: deps-apt tools image
+	cd test && KUBENODE_EXPORTER_IMAGE=$(CURDIR)/$(RELEASE_DIR)/quota-exporter-image-linux-$(HOST_ARCH).tar \
+	  KUBENODE_EXPORTER_REF=quota-exporter:$(VERSION) $(GOTEST) -v -run '^TestKubeNode$$' ./kubenode/...
 
 # Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
 examples: mixin
@@ -247,7 +256,10 @@ tools:
 # tests preload (jemalloc, tcmalloc); for the cgroup v2 VM tests qemu, a static busybox, and the
 # kernel package linux-image-cloud-amd64 depends on, downloaded and unpacked into VM_KERNEL_DIR;
 # clang and libbpf-dev for make generate (the BPF programs); capsh (libcap2-bin) for the tests that run
-# the exporter with only a pod's capabilities.
+# the exporter with only a pod's capabilities; containerd, runc, etcd-server and the
+# CNI plugins (a bridge for pod IPs) for the real Kubernetes node of make test-kubenode (the
+# Kubernetes binaries come from the Go module proxy, test/kubenode/k8sbuild). Their services are
+# not started (no systemd here): test/kubenode runs its own containerd and etcd.
 VM_KERNEL_DIR := /var/cache/quota_exporter/kernel
 deps-apt:
 	@missing=""; \
@@ -258,6 +270,10 @@ deps-apt:
 	  command -v clang >/dev/null || missing="$$missing clang"; \
 	  command -v capsh >/dev/null || missing="$$missing libcap2-bin"; \
 	  [ -e /usr/include/bpf/bpf_helpers.h ] || missing="$$missing libbpf-dev"; \
+	  command -v containerd >/dev/null || missing="$$missing containerd"; \
+	  command -v runc >/dev/null || missing="$$missing runc"; \
+	  command -v etcd >/dev/null || missing="$$missing etcd-server"; \
+	  [ -x /usr/lib/cni/bridge ] || missing="$$missing containernetworking-plugins"; \
 	  kernel=$$(ls $(VM_KERNEL_DIR)/root/boot/vmlinuz-*-cloud-amd64 2>/dev/null | head -n 1); \
 	  if [ -z "$$missing" ] && [ -n "$$kernel" ]; then :; \
 	  elif [ "$$(id -u)" != 0 ]; then echo "deps-apt: not root; missing:$$missing $${kernel:-cloud-kernel}; their tests will skip"; \

@@ -100,10 +100,9 @@ func containerID(seg, bareRuntime string) string {
 	return ""
 }
 
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
+func isHex64(s string) bool { return len(s) == 64 && isHex(s) }
+
+func isHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
@@ -113,8 +112,13 @@ func isHex64(s string) bool {
 	return true
 }
 
-// looksLikeUID accepts Kubernetes pod UIDs (RFC 4122 text, or the underscore form systemd uses).
+// looksLikeUID accepts Kubernetes pod UIDs (RFC 4122 text, or the underscore form systemd
+// uses) and a static pod's UID: the kubelet's 32-hex hash of its manifest, without dashes
+// (seen on a real kubelet, test/kubenode: /kubepods/burstable/pod<32 hex>/...).
 func looksLikeUID(s string) bool {
+	if len(s) == 32 {
+		return isHex(s)
+	}
 	if len(s) != 36 {
 		return false
 	}

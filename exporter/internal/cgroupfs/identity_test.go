@@ -31,6 +31,10 @@ func TestParseIdentity(t *testing.T) {
 			Identity{"8d7c6b5a-4f3e-2d1c-0b9a-8f7e6d5c4b3a", "containerd://" + id, "guaranteed"}},
 		{"/kubepods/besteffort/pod8d7c6b5a-4f3e-2d1c-0b9a-8f7e6d5c4b3a/crio-" + id,
 			Identity{"8d7c6b5a-4f3e-2d1c-0b9a-8f7e6d5c4b3a", "cri-o://" + id, "besteffort"}},
+		// A static pod: its UID is the kubelet's hash of the manifest, 32 hex digits without dashes.
+		{"/kubepods/burstable/pod6d1a1e5c0b2f4c3d9e8f7a6b5c4d3e2f/" + id,
+			Identity{"6d1a1e5c0b2f4c3d9e8f7a6b5c4d3e2f", "containerd://" + id, "burstable"}},
+		{"/kubepods/burstable/pod6d1a1e5c0b2f4c3d9e8f7a6b5c4d3e2g/" + id, Identity{"", "containerd://" + id, "burstable"}},
 		// Nested under a kubelet with a custom cgroup root (k3s, kind).
 		{"/system.slice/k3s.service/kubepods/burstable/pod8d7c6b5a-4f3e-2d1c-0b9a-8f7e6d5c4b3a/" + id,
 			Identity{"8d7c6b5a-4f3e-2d1c-0b9a-8f7e6d5c4b3a", "containerd://" + id, "burstable"}},

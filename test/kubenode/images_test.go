@@ -1,0 +1,145 @@
+package kubenode
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
+)
+
+// Image names as the pods use them (the kubelet and containerd add "docker.io/").
+const (
+	pauseRef     = "quota-kubenode/pause:test"
+	workloadsRef = "quota-kubenode/workloads:test"
+	exporterRef  = "quota-kubenode/quota-exporter:test"
+)
+
+// buildCmd runs a build step in dir.
+func buildCmd(t *testing.T, dir string, env []string, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// pauseImage: the static pause program (testdata/pause.c).
+func pauseImage(t *testing.T, work string) node.Image {
+	bin := filepath.Join(work, "pause")
+	buildCmd(t, "testdata", nil, "gcc", "-static", "-O2", "-o", bin, "pause.c")
+	return node.Image{Ref: pauseRef, Files: map[string]string{"/pause": bin}, Entrypoint: []string{"/pause"}}
+}
+
+// exporterImage is the Dockerfile's image: the static exporter built as `make build` does,
+// on an empty base, user 65534 (the DaemonSet runs it as root with two capabilities).
+func exporterImage(t *testing.T, root, work string) node.Image {
+	bin := filepath.Join(work, "quota_exporter")
+	buildCmd(t, root, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", bin, "./exporter/cmd/quota_exporter")
+	return node.Image{Ref: exporterRef, Files: map[string]string{"/bin/quota_exporter": bin},
+		Entrypoint: []string{"/bin/quota_exporter"}, User: "65534:65534"}
+}
+
+// workloadsImage holds the programs of examples/workloads (the same sources the e2e test
+// runs), a jlinked runtime of the host's JDK with the shared libraries it and the C program
+// load, and a static busybox for the shell commands of the OOM and sleeper containers.
+func workloadsImage(t *testing.T, root, work string) node.Image {
+	w := filepath.Join(root, "examples", "workloads")
+	app := filepath.Join(work, "app")
+	for _, j := range []struct{ dir, src string }{{"gc-storm", "jvm-gc-storm/GcStorm.java"}, {"healthy", "jvm-healthy/Healthy.java"}} {
+		buildCmd(t, w, nil, "javac", "-d", filepath.Join(app, j.dir), j.src)
+	}
+	for _, g := range []string{"go-gomaxprocs", "go-healthy"} {
+		buildCmd(t, filepath.Join(w, g), []string{"CGO_ENABLED=0", "GOTOOLCHAIN=local"}, "go", "build", "-trimpath", "-o", filepath.Join(app, g), ".")
+	}
+	buildCmd(t, w, nil, "gcc", "-O2", "-Wall", "-pthread", "-o", filepath.Join(app, "rss_creep"), "rss-creep/rss_creep.c")
+
+	javac, err := exec.LookPath("javac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	javac, _ = filepath.EvalSymlinks(javac)
+	jdkHome := filepath.Dir(filepath.Dir(javac))
+	// jlink takes a minute on a busy machine: the runtime is cached per JDK release.
+	release, err := os.ReadFile(filepath.Join(jdkHome, "release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jre := filepath.Join(node.CacheDir, "..", "kubenode-jre", fmt.Sprintf("%x", sha256.Sum256(append([]byte(jdkHome), release...)))[:12])
+	if _, err := os.Stat(filepath.Join(jre, "bin", "java")); err != nil {
+		tmp := fmt.Sprintf("%s.tmp%d", jre, os.Getpid())
+		os.RemoveAll(tmp)
+		must(t, os.MkdirAll(filepath.Dir(jre), 0o755))
+		buildCmd(t, work, nil, filepath.Join(jdkHome, "bin", "jlink"), "--add-modules", "java.base,java.management",
+			"--strip-debug", "--no-man-pages", "--no-header-files", "--output", tmp)
+		must(t, os.Rename(tmp, jre))
+	}
+
+	files := map[string]string{"/app": app, "/opt/java": jre}
+	// Shared libraries of the JVM and the C program, at the paths the dynamic loader looks for.
+	libs, _ := filepath.Glob(filepath.Join(jre, "lib", "*.so"))
+	libs = append(libs, filepath.Join(jre, "bin", "java"), filepath.Join(jre, "lib", "server", "libjvm.so"), filepath.Join(app, "rss_creep"))
+	for _, l := range sharedLibs(t, libs...) {
+		files[l] = l
+	}
+	busybox := "/bin/busybox"
+	for _, c := range []string{"busybox", "sh", "sleep", "tail", "touch", "cat", "test", "["} {
+		files["/bin/"+c] = busybox
+	}
+	return node.Image{
+		Ref:   workloadsRef,
+		Files: files,
+		Data: map[string]string{
+			// A passwd entry for root: the JVM writes its hsperfdata only for a named user.
+			"/etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n",
+			"/etc/group":  "root:x:0:\nnogroup:x:65534:\n",
+		},
+		Dirs: []string{"/tmp"},
+		Env:  []string{"PATH=/opt/java/bin:/app:/bin", "JAVA_HOME=/opt/java"},
+	}
+}
+
+var lddLine = regexp.MustCompile(`(?m)(?:=>\s*)?(/\S+)\s+\(0x`)
+
+// sharedLibs lists what ldd says the files load (the loader included).
+func sharedLibs(t *testing.T, files ...string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range files {
+		b, err := exec.Command("ldd", f).CombinedOutput()
+		if err != nil {
+			continue // static or not an ELF object
+		}
+		for _, m := range lddLine.FindAllStringSubmatch(string(b), -1) {
+			if !seen[m[1]] && !strings.HasPrefix(m[1], filepath.Dir(filepath.Dir(f))) {
+				seen[m[1]] = true
+				out = append(out, m[1])
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("ldd found no shared libraries in %v", files)
+	}
+	return out
+}
+
+func importImages(t *testing.T, ctx context.Context, n *node.Node, images ...node.Image) {
+	for _, im := range images {
+		start := time.Now()
+		if err := n.ImportImage(ctx, im); err != nil {
+			t.Fatalf("importing %s: %v", im.Ref, err)
+		}
+		t.Logf("image %s imported in %s", im.Ref, time.Since(start).Round(time.Millisecond))
+	}
+}
