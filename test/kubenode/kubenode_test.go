@@ -194,7 +194,7 @@ kind: Kustomization
 resources:
   - base
 images:
-  - name: quota-exporter
+  - name: ghcr.io/quota-exporter/quota-exporter
     newName: %s
     newTag: %s
 patches:
