@@ -28,6 +28,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
+.PHONY: record-workloads bench-precision
 .PHONY: all build run diagnose generate test test-unit test-v2 fixtures-v2 test-mixin test-examples test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples demo tools deps-apt fuzz clean
 
 all: build
@@ -73,7 +74,7 @@ test-mixin:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	  $(TOOLS) jsonnet -S -m $$tmp mixin/tests/ksm.jsonnet >/dev/null && cp mixin/tests/ksm_test.yaml $$tmp/ && \
 	  $(TOOLS) promtool test rules $$tmp/ksm_test.yaml
-	cd test && $(GO) test -count=1 ./mixin/
+	cd test && $(GO) test -count=1 ./mixin/ ./precision/
 
 # Deployment-example checks: Kubernetes manifests decoded strictly, compose file, configs.
 test-examples:
@@ -88,6 +89,23 @@ test-e2e: build
 # that it completes and removes every cgroup and process it created (root; fails on CI without).
 test-bench-node: build
 	cd test && BENCHNODE_EXPORTER=$(CURDIR)/$(BIN) $(GOTEST) ./benchnode/...
+
+# Alert precision on real workloads (issue 25, docs/precision.md; root): issue 25's archetypes and the seed cases,
+# each the one container of its own kubepods-style pod in real v1 cgroups, the exporter scraped every 15 s by a real
+# Prometheus with the rendered rules and kubernetes-mixin's CPUThrottlingHigh over the exporter's counters, for
+# PRECISION_DURATION (>= 20m: the rules' real `for`). Prints pages per archetype (bin/precision.md).
+# BASELINE=<git rev> runs that revision's exporter and rendered rules beside them on the same cgroups (the before).
+# record-workloads runs the same and rewrites the replay test's fixtures (test/precision/testdata).
+PRECISION_DURATION ?= 20m
+BASELINE ?=
+bench-precision: tools
+	@set -e; args=""; if [ -n '$(BASELINE)' ]; then \
+	  b=$$(mktemp -d); git archive '$(BASELINE)' | tar -x -C $$b; \
+	  (cd $$b && CGO_ENABLED=0 $(GO) build -trimpath -o $$b/quota_exporter.bin ./exporter/cmd/quota_exporter); \
+	  args="-baseline-exporter $$b/quota_exporter.bin -baseline-rules $$b/alerts"; fi; \
+	mkdir -p bin; cd test && $(GO) run ./precision/cmd/precision -root .. -duration $(PRECISION_DURATION) -out ../bin/precision.md $$args
+record-workloads: tools
+	mkdir -p bin; cd test && $(GO) run ./precision/cmd/precision -root .. -duration $(PRECISION_DURATION) -record precision/testdata -out ../bin/precision.md
 
 # Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
 examples: mixin
