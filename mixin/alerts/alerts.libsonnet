@@ -90,11 +90,17 @@ local utils = import '../lib/utils.libsonnet';
     // Warm-up: heavily throttled while the process using most of the cgroup's CPU is young.
     // Only runtimes that warm up (JIT, class loading: c.warmupRuntimes); a Go or C program
     // throttled in its first minutes is throttled, not warming up.
+    // Heavily throttled: in most periods over 5 minutes, or frozen in bursts (a JVM warming up
+    // under a small limit freezes for seconds while its 5-minute share stays below half).
     local warmupCondition(m) = |||
-      cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m{%(m)s} > %(ratio)g
+      (
+        cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m{%(m)s} > %(ratio)g
+        or
+        cgroup:quota_cpu_frozen_windows:increase10m{%(m)s} >= %(frozen)g
+      )
       and %(on)s
       (time() - cgroup:quota_process_start_time_seconds:top_cpu{%(m)s, runtime=~"%(rt)s"} < %(warmup)d)
-    ||| % { m: m, ratio: c.warmupThrottledPeriodsRatio, on: on, warmup: warmup, rt: c.warmupRuntimes },
+    ||| % { m: m, ratio: c.warmupThrottledPeriodsRatio, frozen: c.frozenSecondsPer10m, on: on, warmup: warmup, rt: c.warmupRuntimes },
     // A runtime whose parallelism exceeds its limit (Go GOMAXPROCS, JVM parallel GC threads) is
     // the cause of its cgroup's throttling: its own alert says so, and no other alert of the
     // cgroup (or of its pod) repeats it.
