@@ -234,7 +234,8 @@ local utils = import '../lib/utils.libsonnet';
             c.cpuAtLimitFor,
             'A workload runs at its CPU limit.',
             where + ' used {{ $value | humanizePercentage }} of its ' + limitCores + '-core CPU limit for '
-            + c.cpuAtLimitFor + ': it is CPU-bound and throttled in every period by design, as a batch job is.'
+            + c.cpuAtLimitFor + ': CPU-bound and throttled in nearly every period, as a batch job is by design. '
+            + 'Fix: for a batch job nothing (batchWorkloadSelector); for a service a larger limit or more replicas.'
           ),
           alert(
             'QuotaHighSystemCPUUnderQuota',
