@@ -33,7 +33,7 @@ export CGO_ENABLED ?= 0
 # them from fighting over this machine's two cores.
 GOTEST    := $(GO) test -count=1 -p 1 -timeout 20m
 
-.PHONY: all build image release release-binaries release-tag-check test-release run diagnose generate test test-unit test-v2 test-kubenode fixtures-v2 test-mixin test-examples test-chart test-e2e test-bench-node lint bench bench-node bench-node-v2 mixin examples chart demo tools deps-apt fuzz clean
+.PHONY: all build image release release-binaries release-tag-check test-release run diagnose generate test test-unit test-v2 test-kubenode fixtures-v2 test-mixin test-examples test-chart test-e2e test-bench-node lint bench bench-node bench-node-v2 bench-precision record-workloads mixin examples chart demo tools deps-apt fuzz clean
 
 all: build
 
@@ -140,7 +140,7 @@ test-mixin:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	  $(TOOLS) jsonnet -S -m $$tmp mixin/tests/ksm.jsonnet >/dev/null && cp mixin/tests/ksm_test.yaml $$tmp/ && \
 	  $(TOOLS) promtool test rules $$tmp/ksm_test.yaml
-	cd test && $(GO) test -count=1 ./mixin/
+	cd test && $(GO) test -count=1 ./mixin/ ./precision/
 
 # The release artefacts (make release into bin/release), then test/release checks them: each
 # image's config (entrypoint, user, labels, architecture), its binary (ELF machine, static,
@@ -176,6 +176,23 @@ test-bench-node: build
 test-kubenode: deps-apt tools image
 	cd test && KUBENODE_EXPORTER_IMAGE=$(CURDIR)/$(RELEASE_DIR)/quota-exporter-image-linux-$(HOST_ARCH).tar \
 	  KUBENODE_EXPORTER_REF=quota-exporter:$(VERSION) $(GOTEST) -v -run '^TestKubeNode$$' ./kubenode/...
+
+# Alert precision on real workloads (issue 25, docs/precision.md; root): issue 25's archetypes and the seed cases,
+# each the one container of its own kubepods-style pod in real v1 cgroups, the exporter scraped every 15 s by a real
+# Prometheus with the rendered rules and kubernetes-mixin's CPUThrottlingHigh over the exporter's counters, for
+# PRECISION_DURATION (>= 20m: the rules' real `for`). Prints pages per archetype (bin/precision.md).
+# BASELINE=<git rev> runs that revision's exporter and rendered rules beside them on the same cgroups (the before).
+# record-workloads runs the same and rewrites the replay test's fixtures (test/precision/testdata).
+PRECISION_DURATION ?= 20m
+BASELINE ?=
+bench-precision: tools
+	@set -e; args=""; if [ -n '$(BASELINE)' ]; then \
+	  b=$$(mktemp -d); git archive '$(BASELINE)' | tar -x -C $$b; \
+	  (cd $$b && CGO_ENABLED=0 $(GO) build -trimpath -o $$b/quota_exporter.bin ./exporter/cmd/quota_exporter); \
+	  args="-baseline-exporter $$b/quota_exporter.bin -baseline-rules $$b/alerts"; fi; \
+	mkdir -p bin; cd test && $(GO) run ./precision/cmd/precision -root .. -duration $(PRECISION_DURATION) -out ../bin/precision.md $$args
+record-workloads: tools
+	mkdir -p bin; cd test && $(GO) run ./precision/cmd/precision -root .. -duration $(PRECISION_DURATION) -record precision/testdata -out ../bin/precision.md
 
 # Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
 examples: mixin

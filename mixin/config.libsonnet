@@ -38,12 +38,27 @@
 
     // Thresholds, named by what they mean.
     warmupThrottledPeriodsRatio: 0.5,  // share of CFS periods throttled while warming up
+    // Runtimes that warm up (JIT compilation, class loading), as the exporter's runtime label
+    // names them: only their young processes get QuotaCPUThrottlingDuringWarmup.
+    warmupRuntimes: 'jvm',
+    // CPU-bound: a cgroup using at least this share of its CPU limit (5-minute rate) runs at its
+    // limit by design (a batch job, a saturated worker): QuotaCPUAtLimit, never QuotaCPUStalls,
+    // whose freezes are those of a service with low average usage.
+    cpuBoundUsageRatio: 0.9,
+    // Workloads that are CPU-bound by design and should not be told so (QuotaCPUAtLimit), e.g.
+    // 'namespace=~"batch|etl"' or 'container=~".*-job"' (labels of the exporter's cgroup series).
+    // '' (default): none; every cgroup at its limit gets QuotaCPUAtLimit (info).
+    batchWorkloadSelector: '',
     // A frozen window: one window of the exporter's throttling sampler (--throttle.window, 1 s
     // by default) in which more than 90% of the CFS periods were throttled. The thresholds count
     // windows, i.e. seconds at the default window (scale them with a longer one). One 3 s freeze
     // per minute is 30 frozen windows per 10 minutes; steady 20% throttling has none.
     frozenSecondsPer10m: 10,
-    throttledPeriodsRatioForCause: 0.1,  // "the cgroup is being throttled" when blaming a cause
+    // "The cgroup is being throttled" when blaming a runtime's parallelism: one period in 20.
+    // A JVM with 18 GC threads and a 250 MB live set at 0.5 cores is throttled in 5-7% of its
+    // periods, every one of them in a GC burst (issue 25); with the levels no longer summed a
+    // tenth would miss it.
+    throttledPeriodsRatioForCause: 0.05,
     frozenSecondsForCause: 3,  // or: this many frozen windows in 10 minutes
     gcThreadsPerLimitCore: 2,  // parallel GC threads per core of CPU limit
     goMaxProcsPerLimitCore: 2,  // GOMAXPROCS per core of CPU limit (and more than Go's minimum of 2)
@@ -63,6 +78,7 @@
     // `for` durations.
     warmupFor: '2m',
     stallsFor: '5m',
+    cpuAtLimitFor: '15m',
     gcThreadsFor: '10m',
     goMaxProcsFor: '15m',
     goSTWFor: '5m',
@@ -79,6 +95,9 @@
     severities: {
       warmup: 'warning',
       stalls: 'warning',
+      // A workload at its CPU limit for long: a batch job by design, or a service that needs a
+      // larger limit. Not a page by default; 'warning' for fleets where no workload should be.
+      cpuAtLimit: 'info',
       gcThreads: 'warning',
       goMaxProcs: 'warning',
       goSTW: 'warning',

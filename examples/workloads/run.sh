@@ -45,6 +45,7 @@ PODLOGS=${QUOTA_DEMO_PODLOGS:-$STATE/podlogs}
 NAMESPACE=quota-demo
 
 ALL=(jvm-gc-storm jvm-warmup go-gomaxprocs rss-creep rss-creep-control kernel-contention jvm-healthy go-healthy oom-crash)
+ARCHETYPES=(bursty-200 bursty-300 cpu-batch jvm-gc-live jvm-gc-small jvm-calm go-sidecar)
 
 log() { printf 'run.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -120,7 +121,30 @@ spec() {
 		else
 			CMD=(sleep 1000000)
 		fi ;;
-	*) die "unknown scenario '$name' (known: ${ALL[*]})" ;;
+	# Issue 25's archetypes (make record-workloads, make bench-precision; not in ALL): each the one
+	# container of a 0.5-core pod. Healthy ones must page nothing.
+	bursty-200) # healthy: 2 threads x 40 ms every 200 ms (0.4 cores, about half the periods throttled)
+		QUOTA_US=50000 MEM_LIMIT=$((64 << 20))
+		CMD=("$BUILD/bursty" 2 40 200) ;;
+	bursty-300) # healthy: 2 threads x 40 ms every 300 ms (a fifth of the periods throttled)
+		QUOTA_US=50000 MEM_LIMIT=$((64 << 20))
+		CMD=("$BUILD/bursty" 2 40 300) ;;
+	cpu-batch) # healthy by design: one thread computing without pause at its limit
+		QUOTA_US=50000 MEM_LIMIT=$((64 << 20))
+		CMD=("$BUILD/bursty" 1 1 1) ;;
+	jvm-gc-live) # seed 000 at 0.5 cores: 18 GC threads, a 250 MiB live set marked by every full GC
+		QUOTA_US=50000 MEM_LIMIT=$((768 << 20))
+		CMD=(java -XX:ActiveProcessorCount=24 -XX:+UseParallelGC -Xms400m -Xmx400m -cp "$BUILD/java/gc-live" GcLive 250 40 2) ;;
+	jvm-gc-small) # 18 GC threads, a small live set: never throttled, misconfigured all the same
+		QUOTA_US=50000 MEM_LIMIT=$((256 << 20))
+		CMD=(java -XX:ActiveProcessorCount=24 -XX:+UseParallelGC -Xmx128m -cp "$BUILD/java/gc-live" GcLive 8 40 2) ;;
+	jvm-calm) # healthy: a JVM sized to its limit, light load
+		QUOTA_US=50000 MEM_LIMIT=$((256 << 20))
+		CMD=(java -XX:ActiveProcessorCount=1 -XX:+UseSerialGC -Xmx96m -cp "$BUILD/java/healthy" Healthy 5) ;;
+	go-sidecar) # an idle Go sidecar whose GOMAXPROCS (64) is far above its limit
+		QUOTA_US=50000 MEM_LIMIT=$((128 << 20))
+		CMD=(env GOMAXPROCS=64 "$BUILD/go-healthy" -rate 1) ;;
+	*) die "unknown scenario '$name' (known: ${ALL[*]} ${ARCHETYPES[*]})" ;;
 	esac
 	local override="QUOTA_US_${name//-/_}"
 	QUOTA_US=${!override:-$QUOTA_US}
@@ -148,6 +172,14 @@ build() {
 			java "$w/jvm-warmup/GenHot.java" "$BUILD/warmup-src" 6000
 			javac -d "$BUILD/java/warmup" "$BUILD"/warmup-src/*.java "$w/jvm-warmup/Warmup.java"
 		fi ;;
+	jvm-gc-live | jvm-gc-small)
+		stale "$BUILD/java/gc-live/GcLive.class" "$w/jvm-gc-live/GcLive.java" &&
+			javac -d "$BUILD/java/gc-live" "$w/jvm-gc-live/GcLive.java" ;;
+	bursty-200 | bursty-300 | cpu-batch)
+		stale "$BUILD/bursty" "$w/bursty/bursty.c" &&
+			gcc -O1 -Wall -pthread -o "$BUILD/bursty" "$w/bursty/bursty.c" ;;
+	go-sidecar) build go-healthy ;;
+	jvm-calm) build jvm-healthy ;;
 	jvm-healthy)
 		stale "$BUILD/java/healthy/Healthy.class" "$w/jvm-healthy/Healthy.java" &&
 			javac -d "$BUILD/java/healthy" "$w/jvm-healthy/Healthy.java" ;;

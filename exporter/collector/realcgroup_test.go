@@ -279,12 +279,14 @@ func waitEmpty(t testing.TB, cg *testutil.Cgroup) {
 
 // TestRealPodAndContainerThrottling is the kubelet's layout for real: a pod cgroup and its
 // container, both with a 50 ms / 100 ms quota, and a burner that wants two CPUs in the
-// container. The kernel throttles it at either level in turns, and each level's cpu.stat
-// counts only its own throttling, so no level alone sees the container frozen; the sampler's
-// container windows count both levels, and every second of the burn is a frozen window.
+// container. Each level's cpu.stat counts only its own throttling; the sampler's container
+// windows take the worse level (the kernel throttles both in the same periods here), and
+// every second of the burn is a frozen window, at the container and no more at the pod.
 func TestRealPodAndContainerThrottling(t *testing.T) {
 	half := testutil.CgroupOptions{QuotaUS: 50000, PeriodUS: 100000}
-	pod := testutil.NewCgroup(t, "pod", half)
+	// At the top with 8 times a host process's weight: the quota, not the machine's other
+	// work, limits the burner.
+	pod := testutil.NewTopCgroup(t, "pod", testutil.CgroupOptions{QuotaUS: 50000, PeriodUS: 100000, Shares: 8192})
 	ctr := pod.Child("ctr", half)
 	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: time.Second,
 		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(pod.Path) + "(/.*)?$")}, discardLogger())

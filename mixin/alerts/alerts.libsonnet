@@ -88,11 +88,37 @@ local utils = import '../lib/utils.libsonnet';
                          % printfQuery('topk(3, quota_process_resident_bytes{@CG})'),
 
     // Warm-up: heavily throttled while the process using most of the cgroup's CPU is young.
+    // Only runtimes that warm up (JIT, class loading: c.warmupRuntimes); a Go or C program
+    // throttled in its first minutes is throttled, not warming up.
+    // Heavily throttled: in most periods over 5 minutes, or frozen in bursts (a JVM warming up
+    // under a small limit freezes for seconds while its 5-minute share stays below half).
     local warmupCondition(m) = |||
-      cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m{%(m)s} > %(ratio)g
+      (
+        cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m{%(m)s} > %(ratio)g
+        or
+        cgroup:quota_cpu_frozen_windows:increase10m{%(m)s} >= %(frozen)g
+      )
       and %(on)s
-      (time() - cgroup:quota_process_start_time_seconds:top_cpu{%(m)s} < %(warmup)d)
-    ||| % { m: m, ratio: c.warmupThrottledPeriodsRatio, on: on, warmup: warmup },
+      (time() - cgroup:quota_process_start_time_seconds:top_cpu{%(m)s, runtime=~"%(rt)s"} < %(warmup)d)
+    ||| % { m: m, ratio: c.warmupThrottledPeriodsRatio, frozen: c.frozenSecondsPer10m, on: on, warmup: warmup, rt: c.warmupRuntimes },
+    // A runtime whose parallelism exceeds its limit (Go GOMAXPROCS, JVM parallel GC threads) is
+    // the cause of its cgroup's throttling: its own alert says so, and no other alert of the
+    // cgroup (or of its pod) repeats it.
+    local runtimeCause = |||
+      (
+        quota_go_gomaxprocs{%(sel)s} > 2 and process:quota_go_gomaxprocs_over_cpu_limit:ratio > %(go)g
+        or
+        quota_jvm_gc_parallel_threads{%(sel)s} > 1 and process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio > %(gc)g
+      )
+    ||| % { sel: sel, go: c.goMaxProcsPerLimitCore, gc: c.gcThreadsPerLimitCore },
+    local podOn = 'on(%s)' % utils.labels(c.podJoinLabels),
+    // What explains a level's throttling better than a generic CPU alert: a runtime's
+    // parallelism, or a warm-up; for a pod slice also those of its containers.
+    local explained(m) =
+      local unless(onLabels, warm) = 'unless %s\n%sunless %s\n(%s)\n' % [onLabels, runtimeCause, onLabels, warm];
+      unless(on, warmupCondition(m))
+      + (if std.startsWith(m, 'container_id=""') then unless(podOn, warmupCondition('container_id!=""')) else ''),
+    local cpuBound(m) = 'cgroup:quota_cpu_usage_over_limit:ratio_rate5m{%s} >= %g' % [m, c.cpuBoundUsageRatio],
     // A runtime's parallelism is to blame when its cgroup (or the one whose limit binds) is throttled.
     local throttledGate = |||
       (
@@ -101,6 +127,16 @@ local utils = import '../lib/utils.libsonnet';
         cgroup:quota_cpu_binding_frozen_windows:increase10m >= %(frozen)g
       )
     ||| % { ratio: c.throttledPeriodsRatioForCause, frozen: c.frozenSecondsForCause },
+    local gcThreadsCondition = |||
+      quota_jvm_gc_parallel_threads{%(sel)s, %(node)s} > 1
+      and
+      process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio > %(factor)g
+    ||| % { sel: sel, node: node, factor: c.gcThreadsPerLimitCore },
+    local gcThreadsDescription(state) =
+      '{{ $value | printf "%.0f" }} GC threads against a ' + limitCores + '-core CPU limit in ' + where
+      + ' (JVM {{ $labels.process }} sees ' + q('quota_jvm_cpu_count{@PR}', 'printf "%.0f"') + ' CPUs)' + state
+      + 'Fix: -XX:ParallelGCThreads (and -XX:ConcGCThreads) at or below the '
+      + 'limit, or -XX:ActiveProcessorCount=<limit>, or a larger CPU limit.',
     local gomaxprocsCondition = |||
       quota_go_gomaxprocs{%(sel)s, %(node)s} > 2
       and
@@ -162,18 +198,16 @@ local utils = import '../lib/utils.libsonnet';
           alert(
             'QuotaCPUStalls',
             c.severities.stalls,
-            // A stall during warm-up is the warm-up alert's (same problem, one alert); a young
-            // helper process, probe or recycled worker changes nothing.
-            // A pod's stall while one of its containers warms up is that warm-up too.
+            // A service that freezes in bursts: frozen windows while its average use stays below
+            // the limit. A cgroup at its limit (a batch job) is QuotaCPUAtLimit's; a stall during
+            // warm-up is the warm-up alert's, one caused by a runtime's parallelism that runtime's
+            // alert's (one problem, one alert); a young helper, probe or recycled worker changes nothing.
             oneLevel(function(m) |||
                                    cgroup:quota_cpu_frozen_windows:increase10m{%(m)s} >= %(frozen)g
                                    unless %(on)s
-                                   (%(warm)s)
-                                 ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, warm: warmupCondition(m) }
-                                 + (if std.startsWith(m, 'container_id=""') then |||
-                                      unless %(podOn)s
-                                      (%(warm)s)
-                                    ||| % { podOn: 'on(%s)' % utils.labels(c.podJoinLabels), warm: warmupCondition('container_id!=""') } else '')),
+                                   %(bound)s
+                                 ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, bound: cpuBound(m) }
+                                 + explained(m)),
             c.stallsFor,
             'A cgroup is frozen by CPU throttling for seconds at a time.',
             where + ' was frozen (more than 90% of the CFS periods throttled) in {{ $value | printf "%.0f" }} '
@@ -186,6 +220,22 @@ local utils = import '../lib/utils.libsonnet';
             + 'Bursts exhaust the quota early in each period and every thread waits for the next one. '
             + 'Fix: raise the CPU limit (or drop it and rely on the request), cap the threads that burst '
             + 'together (GC, worker pools), or allow CFS burst (cpu.max.burst).'
+          ),
+          alert(
+            'QuotaCPUAtLimit',
+            c.severities.cpuAtLimit,
+            // CPU-bound by design (a batch job) or saturated: throttled because it always wants
+            // more than its limit. Not a freeze of an idle service, and not a page by default.
+            oneLevel(function(m) cpuBound(m) + '\n'
+                                 + (if c.batchWorkloadSelector != '' then
+                                      'unless %s\ncgroup:quota_cpu_limit_cores:effective{%s}\n' % [on, c.batchWorkloadSelector]
+                                    else '')
+                                 + explained(m)),
+            c.cpuAtLimitFor,
+            'A workload runs at its CPU limit.',
+            where + ' used {{ $value | humanizePercentage }} of its ' + limitCores + '-core CPU limit for '
+            + c.cpuAtLimitFor + ': CPU-bound and throttled in nearly every period, as a batch job is by design. '
+            + 'Fix: for a batch job nothing (batchWorkloadSelector); for a service a larger limit or more replicas.'
           ),
           alert(
             'QuotaHighSystemCPUUnderQuota',
@@ -227,21 +277,23 @@ local utils = import '../lib/utils.libsonnet';
             c.severities.gcThreads,
             // Only when fewer threads are possible (more than one), and only while the cgroup
             // (or the one whose limit binds) is throttled: by the 5m share or by frozen seconds.
-            |||
-              quota_jvm_gc_parallel_threads{%(sel)s, %(node)s} > 1
-              and
-              process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio > %(factor)g
-              and %(on)s
-              %(gate)s
-            ||| % { sel: sel, node: node, factor: c.gcThreadsPerLimitCore, on: on, gate: throttledGate },
+            '%s and %s\n%s' % [gcThreadsCondition, on, throttledGate],
             c.gcThreadsFor,
             'A JVM runs far more parallel GC threads than its CPU limit.',
-            '{{ $value | printf "%.0f" }} GC threads against a ' + limitCores + '-core CPU limit in ' + where
-            + ' (JVM {{ $labels.process }} sees ' + q('quota_jvm_cpu_count{@PR}', 'printf "%.0f"') + ' CPUs); '
-            + 'the cgroup was throttled in ' + throttledShare + ' of periods. The GC threads burn the quota in '
-            + 'a few milliseconds and the whole JVM is frozen for the rest of each period, so a 0.1 s GC pause '
-            + 'becomes a multi-second stall. Fix: -XX:ParallelGCThreads (and -XX:ConcGCThreads) at or below the '
-            + 'limit, or -XX:ActiveProcessorCount=<limit>, or a larger CPU limit.'
+            gcThreadsDescription('; the cgroup was throttled in ' + throttledShare + ' of periods. The GC threads burn the quota in '
+                                 + 'a few milliseconds and the whole JVM is frozen for the rest of each period, so a 0.1 s GC pause '
+                                 + 'becomes a multi-second stall. ')
+          ),
+          // The same setting in a JVM that is not throttled yet (a small live set): for the record,
+          // as for Go's GOMAXPROCS. A larger live set or heavier load turns its GCs into stalls.
+          alert(
+            'QuotaJVMGCThreadsExceedCPULimit',
+            'info',
+            '%s unless %s\n%s' % [gcThreadsCondition, on, throttledGate],
+            c.gcThreadsFor,
+            'A JVM runs far more parallel GC threads than its CPU limit.',
+            gcThreadsDescription(', which is not throttled now: its collections are short enough today, and a larger live set '
+                                 + 'or heavier load turns each one into a stall. ')
           ),
           alert(
             'QuotaGoMaxProcsExceedsCPULimit',

@@ -31,6 +31,9 @@ type CgroupOptions struct {
 	QuotaUS     int64 // cpu.cfs_quota_us
 	PeriodUS    int64 // cpu.cfs_period_us, default 100000
 	MemoryLimit int64 // memory.limit_in_bytes
+	// Shares is cpu.shares (default 1024). Only a cgroup at the top (NewTopCgroup) competes
+	// with the host's other work on its shares.
+	Shares int64
 }
 
 var v1Controllers = []string{"cpu", "cpuacct", "memory"}
@@ -52,6 +55,15 @@ func NewCgroup(t testing.TB, name string, opts CgroupOptions) *Cgroup {
 	RequireV1Cgroups(t)
 	rel := fmt.Sprintf("/%s/%s-%d-%d", testParent, name, os.Getpid(), time.Now().UnixNano()%1e6)
 	return newCgroupAt(t, rel, opts)
+}
+
+// NewTopCgroup is NewCgroup directly below the hierarchies' roots, where its cpu.shares weigh
+// against the host's other processes: a test whose workload must get its quota's worth of CPU
+// on a busy machine (throttling patterns need it) gives it Shares. Its quota caps what it takes.
+func NewTopCgroup(t testing.TB, name string, opts CgroupOptions) *Cgroup {
+	t.Helper()
+	RequireV1Cgroups(t)
+	return newCgroupAt(t, fmt.Sprintf("/%s-%s-%d-%d", testParent, name, os.Getpid(), time.Now().UnixNano()%1e6), opts)
 }
 
 // Child creates a cgroup called name (one path element, used as is: a kubepods-style
@@ -79,6 +91,9 @@ func newCgroupAt(t testing.TB, rel string, opts CgroupOptions) *Cgroup {
 	}
 	if opts.QuotaUS > 0 {
 		cg.Write("cpu", "cpu.cfs_quota_us", strconv.FormatInt(opts.QuotaUS, 10))
+	}
+	if opts.Shares > 0 {
+		cg.Write("cpu", "cpu.shares", strconv.FormatInt(opts.Shares, 10))
 	}
 	if opts.MemoryLimit > 0 {
 		cg.Write("memory", "memory.limit_in_bytes", strconv.FormatInt(opts.MemoryLimit, 10))
