@@ -11,7 +11,7 @@ ARGS      ?=
 # built on its own), so that the exporter's go.mod lists only what the exporter links:
 #   - go.mod: the exporter and its tests (`go mod tidy` keeps it exact);
 #   - tools/go.mod (and tools/alertmanager/go.mod): pinned command-line tools (promtool,
-#     prometheus, jsonnet, alertmanager) run with `go tool -modfile`; their hundreds of
+#     prometheus, jsonnet, jb (jsonnet-bundler), alertmanager) run with `go tool -modfile`; their hundreds of
 #     dependencies, and alertmanager's conflicting versions, stay out of the exporter's build;
 #   - test/go.mod: heavy test-only libraries (Prometheus' PromQL parser, grafana-foundation-sdk,
 #     k8s.io/api, the Prometheus Operator types) for the mixin, example and end-to-end checks.
