@@ -61,17 +61,17 @@ test-unit: build
 # Mixin and dashboard checks (rendered output up to date, promtool, PromQL parsing, Grafana types).
 test-mixin:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && mkdir -p $$tmp/dashboards $$tmp/alerts && \
-	  $(TOOLS) jsonnet -m $$tmp/dashboards mixin/render/dashboards.jsonnet >/dev/null && \
-	  $(TOOLS) jsonnet -S mixin/render/alerts.jsonnet >$$tmp/alerts/quota-alerts.yaml && \
-	  $(TOOLS) jsonnet -S mixin/render/rules.jsonnet >$$tmp/alerts/quota-rules.yaml && \
+	  $(TOOLS) jsonnet -m $$tmp/dashboards quota-exporter-mixin/render/dashboards.jsonnet >/dev/null && \
+	  $(TOOLS) jsonnet -S quota-exporter-mixin/render/alerts.jsonnet >$$tmp/alerts/quota-alerts.yaml && \
+	  $(TOOLS) jsonnet -S quota-exporter-mixin/render/rules.jsonnet >$$tmp/alerts/quota-rules.yaml && \
 	  diff -r dashboards $$tmp/dashboards && diff alerts/quota-alerts.yaml $$tmp/alerts/quota-alerts.yaml && \
 	  diff alerts/quota-rules.yaml $$tmp/alerts/quota-rules.yaml || { echo "rendered mixin is stale: run make mixin"; exit 1; }
-	$(TOOLS) jsonnetfmt --test $$(find mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort) || { echo "jsonnetfmt would change the files above"; exit 1; }
-	@for f in $$(find mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort); do $(TOOLS) jsonnet-lint $$f || exit 1; done
+	$(TOOLS) jsonnetfmt --test $$(find quota-exporter-mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort) || { echo "jsonnetfmt would change the files above"; exit 1; }
+	@for f in $$(find quota-exporter-mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort); do $(TOOLS) jsonnet-lint $$f || exit 1; done
 	$(TOOLS) promtool check rules alerts/quota-rules.yaml alerts/quota-alerts.yaml
-	$(TOOLS) promtool test rules mixin/tests/alerts_test.yaml
+	$(TOOLS) promtool test rules quota-exporter-mixin/tests/alerts_test.yaml
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
-	  $(TOOLS) jsonnet -S -m $$tmp mixin/tests/ksm.jsonnet >/dev/null && cp mixin/tests/ksm_test.yaml $$tmp/ && \
+	  $(TOOLS) jsonnet -S -m $$tmp quota-exporter-mixin/tests/ksm.jsonnet >/dev/null && cp quota-exporter-mixin/tests/ksm_test.yaml $$tmp/ && \
 	  $(TOOLS) promtool test rules $$tmp/ksm_test.yaml
 	cd test && $(GO) test -count=1 ./mixin/
 
@@ -141,12 +141,12 @@ bench-node-v2: deps-apt
 	cd test && QUOTA_BENCH_V2=1 QUOTA_BENCH_V2_N=$(N_V2) QUOTA_BENCH_V2_OUT=$(CURDIR)/bin/bench-node-v2 \
 	  $(GO) test -count=1 -timeout 45m -v -run '^TestBenchNodeInVM$$' ./v2/
 
-# Renders dashboards/*.json and alerts/*.yaml from mixin/.
+# Renders dashboards/*.json and alerts/*.yaml from quota-exporter-mixin/.
 mixin:
 	rm -f dashboards/*.json
-	$(TOOLS) jsonnet -m dashboards mixin/render/dashboards.jsonnet
-	$(TOOLS) jsonnet -S mixin/render/alerts.jsonnet >alerts/quota-alerts.yaml
-	$(TOOLS) jsonnet -S mixin/render/rules.jsonnet >alerts/quota-rules.yaml
+	$(TOOLS) jsonnet -m dashboards quota-exporter-mixin/render/dashboards.jsonnet
+	$(TOOLS) jsonnet -S quota-exporter-mixin/render/alerts.jsonnet >alerts/quota-alerts.yaml
+	$(TOOLS) jsonnet -S quota-exporter-mixin/render/rules.jsonnet >alerts/quota-rules.yaml
 
 # Pinned Go tools (jsonnet, promtool, prometheus, alertmanager), built once into the Go cache.
 tools:

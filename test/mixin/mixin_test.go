@@ -421,7 +421,7 @@ func TestAlerts(t *testing.T) {
 
 // TestAlertUnitTests makes sure the promtool unit tests cover every alert, firing and not firing.
 func TestAlertUnitTests(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(root, "mixin", "tests", "alerts_test.yaml"))
+	b, err := os.ReadFile(filepath.Join(root, "quota-exporter-mixin", "tests", "alerts_test.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
