@@ -34,7 +34,7 @@ local common = import 'common.libsonnet';
           + 'thread waited for the next period. This, not throttled seconds, is the stall signal.',
           [common.workload('sum by (%(by)s) (rate(quota_cpu_throttled_periods_total{%(s)s}[$__rate_interval]))\n/\nsum by (%(by)s) (rate(quota_cpu_periods_total{%(s)s}[$__rate_interval]))'
                            % { by: by, s: s }, '{{name}}')],
-        ),
+        ) + d.seriesDrillDown(['quota-runtime-pauses.json', 'quota-memory.json']),
         common.timeSeries(
           'JIT compilation (JVM)',
           'short',

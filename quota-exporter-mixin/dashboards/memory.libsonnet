@@ -43,7 +43,7 @@ local common = import 'common.libsonnet';
           "Working set against the memory limit that binds (its own or its pod's; what QuotaMemoryNearLimit "
           + 'compares); cgroups without a limit are absent.',
           [common.workload('max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s, s], '{{name}}')],
-        ),
+        ) + d.seriesDrillDown(['quota-cpu-throttling.json', 'quota-runtime-pauses.json']),
         common.timeSeries(
           'Memory pressure (PSI)',
           'percentunit',

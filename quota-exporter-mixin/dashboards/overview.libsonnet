@@ -55,20 +55,20 @@ local common = import 'common.libsonnet';
           ],
           'Frozen (10m)',
           height=16,
-        ),
+        ) + d.rowDrillDown(['quota-cpu-throttling.json', 'quota-runtime-pauses.json', 'quota-memory.json']),
         common.timeSeries(
           'Top 10 frozen containers and pods',
           'short',
           'Frozen windows per 10 minutes (more than 90% of the CFS periods throttled; what QuotaCPUStalls counts), '
           + 'for the ten worst containers and pods.',
           [common.workload('topk(10, cgroup:quota_cpu_frozen_windows:increase10m{%s})' % s, '{{instance}} {{name}}')],
-        ),
+        ) + d.seriesDrillDown(['quota-cpu-throttling.json']),
         common.timeSeries(
           'Top 10 containers and pods by working set / memory limit',
           'percentunit',
           "Working set against the memory limit that binds (its own or its pod's); cgroups without a limit are absent.",
           [common.workload('topk(10, quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [s, s], '{{instance}} {{name}}')],
-        ),
+        ) + d.seriesDrillDown(['quota-memory.json']),
       ],
     ),
 }

@@ -79,13 +79,13 @@ local common = import 'common.libsonnet';
           + 'process:quota_runtime_parallelism_over_cpu_limit:ratio). Above 1 the runtime runs more threads in '
           + 'parallel than the quota allows.',
           [common.workload('process:quota_runtime_parallelism_over_cpu_limit:ratio{%s}' % s, '{{name}} {{process}} ({{runtime}})')],
-        ),
+        ) + d.seriesDrillDown(['quota-cpu-throttling.json']),
         common.timeSeries(
           'Throttled share of CFS periods',
           'percentunit',
           'Share of periods throttled for the same cgroups, to set pauses against throttling.',
           [common.workload('cgroup:quota_cpu_throttled_periods:ratio_rate5m{%s}' % s, '{{name}}')],
-        ),
+        ) + d.seriesDrillDown(['quota-cpu-throttling.json', 'quota-memory.json']),
 
         common.row('Go'),
         common.timeSeries(
