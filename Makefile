@@ -58,7 +58,8 @@ test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-e2e te
 test-unit: build
 	$(GOTEST) ./...
 
-# Mixin and dashboard checks (rendered output up to date, promtool, PromQL parsing, Grafana types).
+# Mixin and dashboard checks (rendered output up to date, promtool, PromQL parsing, Grafana types, dashboard
+# links, jb install of the mixin into an empty project).
 test-mixin:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && mkdir -p $$tmp/dashboards $$tmp/alerts && \
 	  $(TOOLS) jsonnet -m $$tmp/dashboards quota-exporter-mixin/render/dashboards.jsonnet >/dev/null && \
@@ -69,7 +70,7 @@ test-mixin:
 	$(TOOLS) jsonnetfmt --test $$(find quota-exporter-mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort) || { echo "jsonnetfmt would change the files above"; exit 1; }
 	@for f in $$(find quota-exporter-mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort); do $(TOOLS) jsonnet-lint $$f || exit 1; done
 	$(TOOLS) promtool check rules alerts/quota-rules.yaml alerts/quota-alerts.yaml
-	$(TOOLS) promtool test rules quota-exporter-mixin/tests/alerts_test.yaml
+	$(TOOLS) promtool test rules quota-exporter-mixin/tests/alerts_test.yaml quota-exporter-mixin/tests/exporter_missing_test.yaml
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	  $(TOOLS) jsonnet -S -m $$tmp quota-exporter-mixin/tests/ksm.jsonnet >/dev/null && cp quota-exporter-mixin/tests/ksm_test.yaml $$tmp/ && \
 	  $(TOOLS) promtool test rules $$tmp/ksm_test.yaml
