@@ -67,7 +67,7 @@ test-mixin:
 	  $(TOOLS) jsonnet -S quota-exporter-mixin/render/rules.jsonnet >$$tmp/alerts/quota-rules.yaml && \
 	  diff -r dashboards $$tmp/dashboards && diff alerts/quota-alerts.yaml $$tmp/alerts/quota-alerts.yaml && \
 	  diff alerts/quota-rules.yaml $$tmp/alerts/quota-rules.yaml || { echo "rendered mixin is stale: run make mixin"; exit 1; }
-	$(TOOLS) jsonnetfmt --test $$(find quota-exporter-mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort) || { echo "jsonnetfmt would change the files above"; exit 1; }
+	$(TOOLS) jsonnetfmt --test $$(find quota-exporter-mixin examples/kube-prometheus test/examples/testdata -name '*.jsonnet' -o -name '*.libsonnet' | sort) || { echo "jsonnetfmt would change the files above"; exit 1; }
 	@for f in $$(find quota-exporter-mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort); do $(TOOLS) jsonnet-lint $$f || exit 1; done
 	$(TOOLS) promtool check rules alerts/quota-rules.yaml alerts/quota-alerts.yaml
 	$(TOOLS) promtool test rules quota-exporter-mixin/tests/alerts_test.yaml quota-exporter-mixin/tests/exporter_missing_test.yaml
