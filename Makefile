@@ -11,9 +11,9 @@ ARGS      ?=
 # built on its own), so that the exporter's go.mod lists only what the exporter links:
 #   - go.mod: the exporter and its tests (`go mod tidy` keeps it exact);
 #   - tools/go.mod (and tools/alertmanager/go.mod, tools/helm/go.mod): pinned command-line tools (promtool,
-#     prometheus, jsonnet, alertmanager, helm) run with `go tool -modfile`; their hundreds of
-#     dependencies, and alertmanager's and helm's conflicting versions, stay out of the exporter's build;
-#     tools/ociimage/go.mod: the release image builder (go-containerregistry as a library);
+#     prometheus, jsonnet, jb (jsonnet-bundler), alertmanager, helm) run with `go tool -modfile`; their
+#     hundreds of dependencies, and alertmanager's and helm's conflicting versions, stay out of the
+#     exporter's build; tools/ociimage/go.mod: the release image builder (go-containerregistry as a library);
 #   - test/go.mod: heavy test-only libraries (Prometheus' PromQL parser, grafana-foundation-sdk,
 #     k8s.io/api, the Prometheus Operator types) for the mixin, example and end-to-end checks.
 #     Its pins are hand-chosen (Operator v0.94.0: v0.95.0 needs a module the proxy refuses):
@@ -125,20 +125,21 @@ test: lint deps-apt tools test-unit test-v2 test-mixin test-examples test-chart 
 test-unit: build
 	$(GOTEST) ./...
 
-# Mixin and dashboard checks (rendered output up to date, promtool, PromQL parsing, Grafana types).
+# Mixin and dashboard checks (rendered output up to date, promtool, PromQL parsing, Grafana types, dashboard
+# links, jb install of the mixin into an empty project).
 test-mixin:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && mkdir -p $$tmp/dashboards $$tmp/alerts && \
-	  $(TOOLS) jsonnet -m $$tmp/dashboards mixin/render/dashboards.jsonnet >/dev/null && \
-	  $(TOOLS) jsonnet -S mixin/render/alerts.jsonnet >$$tmp/alerts/quota-alerts.yaml && \
-	  $(TOOLS) jsonnet -S mixin/render/rules.jsonnet >$$tmp/alerts/quota-rules.yaml && \
+	  $(TOOLS) jsonnet -m $$tmp/dashboards quota-exporter-mixin/render/dashboards.jsonnet >/dev/null && \
+	  $(TOOLS) jsonnet -S quota-exporter-mixin/render/alerts.jsonnet >$$tmp/alerts/quota-alerts.yaml && \
+	  $(TOOLS) jsonnet -S quota-exporter-mixin/render/rules.jsonnet >$$tmp/alerts/quota-rules.yaml && \
 	  diff -r dashboards $$tmp/dashboards && diff alerts/quota-alerts.yaml $$tmp/alerts/quota-alerts.yaml && \
 	  diff alerts/quota-rules.yaml $$tmp/alerts/quota-rules.yaml || { echo "rendered mixin is stale: run make mixin"; exit 1; }
-	$(TOOLS) jsonnetfmt --test $$(find mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort) || { echo "jsonnetfmt would change the files above"; exit 1; }
-	@for f in $$(find mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort); do $(TOOLS) jsonnet-lint $$f || exit 1; done
+	$(TOOLS) jsonnetfmt --test $$(find quota-exporter-mixin examples/kube-prometheus test/examples/testdata -name '*.jsonnet' -o -name '*.libsonnet' | sort) || { echo "jsonnetfmt would change the files above"; exit 1; }
+	@for f in $$(find quota-exporter-mixin -name '*.jsonnet' -o -name '*.libsonnet' | sort); do $(TOOLS) jsonnet-lint $$f || exit 1; done
 	$(TOOLS) promtool check rules alerts/quota-rules.yaml alerts/quota-alerts.yaml
-	$(TOOLS) promtool test rules mixin/tests/alerts_test.yaml
+	$(TOOLS) promtool test rules quota-exporter-mixin/tests/alerts_test.yaml quota-exporter-mixin/tests/exporter_missing_test.yaml
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
-	  $(TOOLS) jsonnet -S -m $$tmp mixin/tests/ksm.jsonnet >/dev/null && cp mixin/tests/ksm_test.yaml $$tmp/ && \
+	  $(TOOLS) jsonnet -S -m $$tmp quota-exporter-mixin/tests/ksm.jsonnet >/dev/null && cp quota-exporter-mixin/tests/ksm_test.yaml $$tmp/ && \
 	  $(TOOLS) promtool test rules $$tmp/ksm_test.yaml
 	cd test && $(GO) test -count=1 ./mixin/ ./precision/
 
@@ -255,12 +256,12 @@ bench-node-v2: deps-apt
 	cd test && QUOTA_BENCH_V2=1 QUOTA_BENCH_V2_N=$(N_V2) QUOTA_BENCH_V2_OUT=$(CURDIR)/bin/bench-node-v2 \
 	  $(GO) test -count=1 -timeout 45m -v -run '^TestBenchNodeInVM$$' ./v2/
 
-# Renders dashboards/*.json and alerts/*.yaml from mixin/.
+# Renders dashboards/*.json and alerts/*.yaml from quota-exporter-mixin/.
 mixin:
 	rm -f dashboards/*.json
-	$(TOOLS) jsonnet -m dashboards mixin/render/dashboards.jsonnet
-	$(TOOLS) jsonnet -S mixin/render/alerts.jsonnet >alerts/quota-alerts.yaml
-	$(TOOLS) jsonnet -S mixin/render/rules.jsonnet >alerts/quota-rules.yaml
+	$(TOOLS) jsonnet -m dashboards quota-exporter-mixin/render/dashboards.jsonnet
+	$(TOOLS) jsonnet -S quota-exporter-mixin/render/alerts.jsonnet >alerts/quota-alerts.yaml
+	$(TOOLS) jsonnet -S quota-exporter-mixin/render/rules.jsonnet >alerts/quota-rules.yaml
 
 # Pinned Go tools (jsonnet, promtool, prometheus, alertmanager, helm), built once into the Go cache.
 tools:

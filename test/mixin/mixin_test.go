@@ -4,6 +4,7 @@ package mixin
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -421,7 +422,7 @@ func TestAlerts(t *testing.T) {
 
 // TestAlertUnitTests makes sure the promtool unit tests cover every alert, firing and not firing.
 func TestAlertUnitTests(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(root, "mixin", "tests", "alerts_test.yaml"))
+	b, err := os.ReadFile(filepath.Join(root, "quota-exporter-mixin", "tests", "alerts_test.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,6 +530,26 @@ func TestDashboardsGrafanaTypes(t *testing.T) {
 				t.Fatal(err)
 			}
 			delete(fc.Defaults, "custom") // checked by the panel plugin above
+			// The SDK types data links as dashboard links (type, icon, tags: fields Grafana's
+			// DataLink does not have); they are decoded strictly as Grafana's DataLink instead.
+			if links, ok := fc.Defaults["links"]; ok {
+				var dl []struct {
+					Title       string `json:"title"`
+					URL         string `json:"url"`
+					TargetBlank bool   `json:"targetBlank"`
+				}
+				dec := json.NewDecoder(bytes.NewReader(links))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&dl); err != nil {
+					t.Errorf("%s: panel %q data links: %v", filepath.Base(f), p.Title, err)
+				}
+				for _, l := range dl {
+					if l.Title == "" || l.URL == "" {
+						t.Errorf("%s: panel %q: data link without a title or url", filepath.Base(f), p.Title)
+					}
+				}
+				delete(fc.Defaults, "links")
+			}
 			stripped, _ := json.Marshal(map[string]any{"defaults": fc.Defaults, "overrides": fc.Overrides})
 			var src dashboard.FieldConfigSource
 			if err := src.UnmarshalJSONStrict(stripped); err != nil {

@@ -68,10 +68,10 @@ var DemoConfig = map[string]any{
 }
 
 // renderJsonnet renders the mixin with a _config override into quota-alerts.yaml and
-// quota-rules.yaml, exactly as mixin/render/*.jsonnet do.
+// quota-rules.yaml, exactly as quota-exporter-mixin/render/*.jsonnet do.
 const renderJsonnet = `
-local mixin = (import 'mixin/mixin.libsonnet') + { _config+:: std.parseJson(std.extVar('config')) };
-local yaml(x) = '# Rendered by test/e2e/stack from mixin/ with a _config override.\n'
+local mixin = (import 'quota-exporter-mixin/mixin.libsonnet') + { _config+:: std.parseJson(std.extVar('config')) };
+local yaml(x) = '# Rendered by test/e2e/stack from quota-exporter-mixin/ with a _config override.\n'
   + std.manifestYamlDoc(x, indent_array_in_object=false, quote_keys=false) + '\n';
 {
   'quota-alerts.yaml': yaml(mixin.prometheusAlerts),

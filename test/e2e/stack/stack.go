@@ -1,6 +1,6 @@
 // Package stack runs the whole quota_exporter pipeline on this host, on loopback with free
 // ports: the demo workloads in their own v1 cgroups (examples/workloads/run.sh), the exporter
-// (root, the default collectors and Options.ExporterArgs), Prometheus with rules rendered from mixin/, Alertmanager, and an
+// (root, the default collectors and Options.ExporterArgs), Prometheus with rules rendered from quota-exporter-mixin/, Alertmanager, and an
 // in-process webhook receiver that records what Alertmanager sends. The end-to-end test and
 // `make demo` both use it. Everything it starts (processes and cgroups) goes away in Stop.
 package stack

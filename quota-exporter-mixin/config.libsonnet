@@ -16,10 +16,22 @@
     //   (by container id), for deployments that do not mount /var/log.
     kubeNamesSource: 'exporter',
     kubeStateMetricsSelector: 'job="kube-state-metrics"',
-    // QuotaExporterMissing: with kube-state-metrics, every node (kube_node_info) must have an
-    // exporter; without it, every instance seen within exporterSeenWindow must still be a target.
-    exporterMissingUsesKubeStateMetrics: false,
+    // QuotaExporterMissing: an exporter target seen within exporterSeenWindow that is gone while
+    // its node is still there. A node is there while one of exporterMissingNodePresence has a
+    // series for it (its nodeLabel, port stripped, equal to the exporter's instance, port
+    // stripped): targets that go with the node (node_exporter; the kubelet, whose Prometheus
+    // Operator target has a node label) and kube-state-metrics' kube_node_info. A scale-down
+    // removes them with the exporter: no alert. With [] the exporter's own history decides
+    // alone, and a removed node fires for exporterSeenWindow.
+    exporterMissingNodePresence: [
+      { selector: 'kube_node_info{%s}' % $._config.kubeStateMetricsSelector, nodeLabel: 'node' },
+      { selector: 'up{job=~"node-exporter|node"}', nodeLabel: 'instance' },
+      { selector: 'up{job="kubelet"}', nodeLabel: 'node' },
+    ],
     exporterSeenWindow: '1d',
+    // Instead: every node of kube_node_info must have an exporter target, a new node that never
+    // had one included (needs kube-state-metrics and instance = node name).
+    exporterMissingUsesKubeStateMetrics: false,
     // Rule groups with long ranges ([1d], [6h]) are evaluated at this interval, not every
     // evaluation_interval.
     slowRulesInterval: '1m',

@@ -14,7 +14,6 @@ local common = import 'common.libsonnet';
 
     d.dashboard(
       'quota-runtime-pauses.json',
-      'Runtime pauses',
       'Stop-the-world inflation under CPU quotas: JVM safepoints, GC pauses and thread counts, Go GOMAXPROCS, '
       + 'threads and measured stop-the-world pauses, against the CPU limit.',
       [
@@ -25,8 +24,8 @@ local common = import 'common.libsonnet';
           'Share of wall time the JVM spent at safepoints (all threads stopped) and reaching them '
           + '(time-to-safepoint: the world waits for the last thread, which may be descheduled by CFS throttling).',
           [
-            ['sum by (%s, process) (rate(quota_jvm_safepoint_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} at safepoint'],
-            ['sum by (%s, process) (rate(quota_jvm_safepoint_sync_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} reaching safepoint'],
+            common.workload('sum by (%s, process) (rate(quota_jvm_safepoint_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} {{process}} at safepoint'),
+            common.workload('sum by (%s, process) (rate(quota_jvm_safepoint_sync_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} {{process}} reaching safepoint'),
           ],
         ),
         common.timeSeries(
@@ -34,24 +33,21 @@ local common = import 'common.libsonnet';
           's',
           'Time-to-safepoint per safepoint. Milliseconds here while the cgroup is throttled are CFS stalls '
           + 'inside stop-the-world pauses.',
-          [[
-            'sum by (%(by)s, process) (rate(quota_jvm_safepoint_sync_seconds_total{%(s)s}[$__rate_interval]))\n/\nsum by (%(by)s, process) (rate(quota_jvm_safepoints_total{%(s)s}[$__rate_interval]))'
-            % { by: by, s: s },
-            '{{cgroup}} {{process}}',
-          ]],
+          [common.workload('sum by (%(by)s, process) (rate(quota_jvm_safepoint_sync_seconds_total{%(s)s}[$__rate_interval]))\n/\nsum by (%(by)s, process) (rate(quota_jvm_safepoints_total{%(s)s}[$__rate_interval]))'
+                           % { by: by, s: s }, '{{name}} {{process}}')],
         ),
         common.timeSeries(
           'GC pause time by collector',
           'percentunit',
           'Share of wall time in GC pauses, by collector (young, full, concurrent). A short GC pause in the GC log '
           + 'next to a long application stall points to throttling, not GC work.',
-          [['sum by (%s, process, collector) (rate(quota_jvm_gc_pause_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} {{collector}}']],
+          [common.workload('sum by (%s, process, collector) (rate(quota_jvm_gc_pause_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} {{process}} {{collector}}')],
         ),
         common.timeSeries(
           'GC pauses per second by collector',
           'short',
           'GC pauses per second, by collector.',
-          [['sum by (%s, process, collector) (rate(quota_jvm_gc_pauses_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} {{collector}}']],
+          [common.workload('sum by (%s, process, collector) (rate(quota_jvm_gc_pauses_total{%s}[$__rate_interval]))' % [by, s], '{{name}} {{process}} {{collector}}')],
         ),
         common.timeSeries(
           'Configured GC and JIT threads against the CPU limit',
@@ -60,11 +56,11 @@ local common = import 'common.libsonnet';
           + 'has, against the cgroup CPU limit (dashed). Parallel GC threads well above the limit burn the quota in '
           + 'milliseconds (seed report: 18 GC threads, 3-core quota, 0.12 s GC pause, 3 s freeze).',
           [
-            ['quota_jvm_gc_parallel_threads{%s}' % s, '{{cgroup}} {{process}} parallel GC'],
-            ['quota_jvm_gc_concurrent_threads{%s}' % s, '{{cgroup}} {{process}} concurrent GC'],
-            ['quota_jvm_jit_threads{%s}' % s, '{{cgroup}} {{process}} JIT'],
-            ['quota_jvm_cpu_count{%s}' % s, '{{cgroup}} {{process}} CPUs seen'],
-            [limitOf('quota_jvm_gc_parallel_threads'), '{{cgroup}} limit'],
+            common.workload('quota_jvm_gc_parallel_threads{%s}' % s, '{{name}} {{process}} parallel GC'),
+            common.workload('quota_jvm_gc_concurrent_threads{%s}' % s, '{{name}} {{process}} concurrent GC'),
+            common.workload('quota_jvm_jit_threads{%s}' % s, '{{name}} {{process}} JIT'),
+            common.workload('quota_jvm_cpu_count{%s}' % s, '{{name}} {{process}} CPUs seen'),
+            common.workload(limitOf('quota_jvm_gc_parallel_threads'), '{{name}} limit'),
           ],
         ) + common.limitsDashed,
         common.timeSeries(
@@ -72,8 +68,8 @@ local common = import 'common.libsonnet';
           'short',
           'Live JVM threads by kind (gc, jit, vm, app) and the CPU limit (dashed).',
           [
-            ['sum by (%s, process, kind) (quota_jvm_threads{%s})' % [by, s], '{{cgroup}} {{process}} {{kind}}'],
-            [limitOf('quota_jvm_threads'), '{{cgroup}} limit'],
+            common.workload('sum by (%s, process, kind) (quota_jvm_threads{%s})' % [by, s], '{{name}} {{process}} {{kind}}'),
+            common.workload(limitOf('quota_jvm_threads'), '{{name}} limit'),
           ],
         ) + common.limitsDashed,
         common.timeSeries(
@@ -82,14 +78,14 @@ local common = import 'common.libsonnet';
           'JVM parallel GC threads or Go GOMAXPROCS divided by the CPU limit (recorded as '
           + 'process:quota_runtime_parallelism_over_cpu_limit:ratio). Above 1 the runtime runs more threads in '
           + 'parallel than the quota allows.',
-          [['process:quota_runtime_parallelism_over_cpu_limit:ratio{%s}' % s, '{{cgroup}} {{process}} ({{runtime}})']],
-        ),
+          [common.workload('process:quota_runtime_parallelism_over_cpu_limit:ratio{%s}' % s, '{{name}} {{process}} ({{runtime}})')],
+        ) + d.seriesDrillDown(['quota-cpu-throttling.json']),
         common.timeSeries(
           'Throttled share of CFS periods',
           'percentunit',
           'Share of periods throttled for the same cgroups, to set pauses against throttling.',
-          [['cgroup:quota_cpu_throttled_periods:ratio_rate5m{%s}' % s, '{{cgroup}}']],
-        ),
+          [common.workload('cgroup:quota_cpu_throttled_periods:ratio_rate5m{%s}' % s, '{{name}}')],
+        ) + d.seriesDrillDown(['quota-cpu-throttling.json', 'quota-memory.json']),
 
         common.row('Go'),
         common.timeSeries(
@@ -99,9 +95,9 @@ local common = import 'common.libsonnet';
           + 'GOMAXPROCS=76 and 171 threads under a 0.5-core quota gave 50-100 ms GC pauses; GOMAXPROCS=1 cut them to '
           + 'tens of microseconds and threads to 11.',
           [
-            ['quota_go_gomaxprocs{%s}' % s, '{{cgroup}} {{process}} GOMAXPROCS'],
-            ['quota_process_threads{%s, runtime="go"}' % s, '{{cgroup}} {{process}} threads'],
-            [limitOf('quota_go_gomaxprocs'), '{{cgroup}} limit'],
+            common.workload('quota_go_gomaxprocs{%s}' % s, '{{name}} {{process}} GOMAXPROCS'),
+            common.workload('quota_process_threads{%s, runtime="go"}' % s, '{{name}} {{process}} threads'),
+            common.workload(limitOf('quota_go_gomaxprocs'), '{{name}} limit'),
           ],
         ) + common.limitsDashed,
         common.table(
@@ -109,9 +105,9 @@ local common = import 'common.libsonnet';
           'Go version, whether the binary sizes GOMAXPROCS from the CPU limit (container_aware: Go >= 1.25 with a '
           + 'go >= 1.25 go.mod, or automaxprocs), and GOMAXPROCS against the limit.',
           [
-            [null, 'max by (%s, process, version, automaxprocs, container_aware) (quota_go_info{%s})' % [by, s], 'short'],
-            ['GOMAXPROCS', 'max by (%s, process) (quota_go_gomaxprocs{%s})' % [by, s], 'short'],
-            ['GOMAXPROCS / limit', 'max by (%s, process) (process:quota_go_gomaxprocs_over_cpu_limit:ratio{%s})' % [by, s], 'short'],
+            common.labelColumn('max by (%s, process, version, automaxprocs, container_aware) (quota_go_info{%s})' % [by, s]),
+            common.column('GOMAXPROCS', 'max by (%s, process) (quota_go_gomaxprocs{%s})' % [by, s], 'short'),
+            common.column('GOMAXPROCS / limit', 'max by (%s, process) (process:quota_go_gomaxprocs_over_cpu_limit:ratio{%s})' % [by, s], 'short'),
           ],
           'GOMAXPROCS / limit',
           width=12,
@@ -125,8 +121,8 @@ local common = import 'common.libsonnet';
           + '50-100+ ms with GOMAXPROCS=76 under a 0.5-core quota, tens of microseconds with GOMAXPROCS=1. '
           + 'QuotaGoSTWInflation fires on a p99 above ' + c.goSTWPauseP99Seconds + ' s over 10 minutes.',
           [
-            ['histogram_quantile(0.99, sum by (%s, process, kind, le) (rate(quota_go_stw_pause_seconds_bucket{%s}[$__rate_interval])))' % [by, s], '{{cgroup}} {{process}} {{kind}} p99'],
-            ['histogram_quantile(0.5, sum by (%s, process, kind, le) (rate(quota_go_stw_pause_seconds_bucket{%s}[$__rate_interval])))' % [by, s], '{{cgroup}} {{process}} {{kind}} p50'],
+            common.workload('histogram_quantile(0.99, sum by (%s, process, kind, le) (rate(quota_go_stw_pause_seconds_bucket{%s}[$__rate_interval])))' % [by, s], '{{name}} {{process}} {{kind}} p99'),
+            common.workload('histogram_quantile(0.5, sum by (%s, process, kind, le) (rate(quota_go_stw_pause_seconds_bucket{%s}[$__rate_interval])))' % [by, s], '{{name}} {{process}} {{kind}} p50'),
           ],
         ),
         common.timeSeries(
@@ -135,7 +131,7 @@ local common = import 'common.libsonnet';
           'Stop-the-world pauses per second of each Go program (--collector.gopause), by kind: gc (sweep and mark '
           + 'termination, two per GC cycle) and other (GOMAXPROCS changes, ReadMemStats, stack dumps, traces).',
           [
-            ['sum by (%s, process, kind) (rate(quota_go_stw_pause_seconds_count{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}} {{kind}}'],
+            common.workload('sum by (%s, process, kind) (rate(quota_go_stw_pause_seconds_count{%s}[$__rate_interval]))' % [by, s], '{{name}} {{process}} {{kind}}'),
           ],
         ),
       ] + (
@@ -148,8 +144,8 @@ local common = import 'common.libsonnet';
             + 'pod variables). Pauses of tens of ms under a quota, with GOMAXPROCS above the limit, are scheduling '
             + 'delay, not GC work.',
             [
-              ['histogram_quantile(0.99, sum by (namespace, pod, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % appSel(c.goGCPausesSelector), '{{namespace}}/{{pod}} p99'],
-              ['histogram_quantile(0.5, sum by (namespace, pod, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % appSel(c.goGCPausesSelector), '{{namespace}}/{{pod}} p50'],
+              common.series('histogram_quantile(0.99, sum by (namespace, pod, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % appSel(c.goGCPausesSelector), '{{namespace}}/{{pod}} p99'),
+              common.series('histogram_quantile(0.5, sum by (namespace, pod, le) (rate(go_gc_pauses_seconds_bucket{%s}[$__rate_interval])))' % appSel(c.goGCPausesSelector), '{{namespace}}/{{pod}} p50'),
             ],
           ),
         ] else []
@@ -162,8 +158,8 @@ local common = import 'common.libsonnet';
             + '): go_sched_gomaxprocs_threads, and the p99 of go_sched_pauses_total_gc_seconds (total stop-the-world '
             + 'time of a GC, in ms) to set against the GOMAXPROCS the exporter reads.',
             [
-              ['max by (namespace, pod) (go_sched_gomaxprocs_threads{%s})' % appSel(c.goRuntimeSelector), '{{namespace}}/{{pod}} GOMAXPROCS'],
-              ['1000 * histogram_quantile(0.99, sum by (namespace, pod, le) (rate(go_sched_pauses_total_gc_seconds_bucket{%s}[$__rate_interval])))' % appSel(c.goRuntimeSelector), '{{namespace}}/{{pod}} GC stop-the-world p99 (ms)'],
+              common.series('max by (namespace, pod) (go_sched_gomaxprocs_threads{%s})' % appSel(c.goRuntimeSelector), '{{namespace}}/{{pod}} GOMAXPROCS'),
+              common.series('1000 * histogram_quantile(0.99, sum by (namespace, pod, le) (rate(go_sched_pauses_total_gc_seconds_bucket{%s}[$__rate_interval])))' % appSel(c.goRuntimeSelector), '{{namespace}}/{{pod}} GC stop-the-world p99 (ms)'),
             ],
           ),
         ] else []

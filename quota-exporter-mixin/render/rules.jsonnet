@@ -1,6 +1,6 @@
 // make mixin: alerts/quota-rules.yaml
 local mixin = import '../mixin.libsonnet';
 
-'# Generated from mixin/ by `make mixin`; do not edit.\n'
+'# Generated from quota-exporter-mixin/ by `make mixin`; do not edit.\n'
 + std.manifestYamlDoc(mixin.prometheusRules, indent_array_in_object=false, quote_keys=false)
 + '\n'

@@ -521,11 +521,26 @@ local utils = import '../lib/utils.libsonnet';
               group by (%(cl)snode) (kube_node_info{%(ksm)s})
                 unless on(%(cl)snode)
               group by (%(cl)snode) (label_replace(up{%(sel)s}, "node", "$1", "instance", "([^:]+).*"))
-            ||| % { cl: if c.clusterLabels == [] then '' else utils.labels(c.clusterLabels) + ', ', ksm: c.kubeStateMetricsSelector, sel: sel } else |||
-              group by (%(by)s) (max_over_time(up{%(sel)s}[%(seen)s]))
-                unless
-              group by (%(by)s) (up{%(sel)s})
-            ||| % { by: utils.labels(c.clusterLabels + ['job', 'instance']), sel: sel, seen: c.exporterSeenWindow },
+            ||| % { cl: if c.clusterLabels == [] then '' else utils.labels(c.clusterLabels) + ', ', ksm: c.kubeStateMetricsSelector, sel: sel } else
+              local by = utils.labels(c.clusterLabels + ['job', 'instance']);
+              local gone = |||
+                group by (%(by)s) (max_over_time(up{%(sel)s}[%(seen)s]))
+                  unless
+                group by (%(by)s) (up{%(sel)s})
+              ||| % { by: by, sel: sel, seen: c.exporterSeenWindow };
+              // The node name: a label's value without a port.
+              local nodeOf(expr, label) = 'label_replace(%s, "node", "$1", "%s", "([^:]+).*")' % [expr, label];
+              local onNode = utils.labels(c.clusterLabels + ['node']);
+              if c.exporterMissingNodePresence == [] then gone else
+                'group by (%s) (\n  %s\n    and on(%s)\n  (\n%s\n  )\n)\n' % [
+                  by,
+                  std.strReplace(nodeOf('(\n' + gone + ')', 'instance'), '\n', '\n  '),
+                  onNode,
+                  std.join('\n      or\n', [
+                    '    group by (%s) (%s)' % [onNode, nodeOf(p.selector, p.nodeLabel)]
+                    for p in c.exporterMissingNodePresence
+                  ]),
+                ],
             'for': c.exporterMissingFor,
             labels: { severity: c.severities.exporterMissing },
             annotations: {

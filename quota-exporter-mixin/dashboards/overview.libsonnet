@@ -11,12 +11,11 @@ local common = import 'common.libsonnet';
       g.panel.stat.new(title)
       + g.panel.stat.standardOptions.withUnit(unit)
       + g.panel.stat.panelOptions.withDescription(description)
-      + g.panel.stat.queryOptions.withTargets(common.targets([[expr, '']]))
-      + { gridPos: { w: 6, h: 4 } };
+      + g.panel.stat.queryOptions.withTargets([common.series(expr, '')])
+      + g.panel.stat.panelOptions.withGridPos(h=4, w=6);
 
     d.dashboard(
       'quota-overview.json',
-      'Overview',
       'Every container and pod with its CPU limit, throttling, freezes, runtime parallelism and memory against the limit, worst first.',
       [
         stat('Exporters up',
@@ -43,33 +42,33 @@ local common = import 'common.libsonnet';
           + 'RSS / limit: resident memory against the memory limit. Arenas: glibc malloc arenas of its processes. '
           + 'Sorted worst first by frozen windows; click a header to sort by another column.',
           [
-            ['CPU limit (cores)', 'max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s})' % [by, s], 'short'],
-            ['CPU used (cores)', 'max by (%s) (cgroup:quota_cpu_usage_seconds:rate5m{%s})' % [by, s], 'short'],
-            ['Throttled', 'max by (%s) (cgroup:quota_cpu_throttled_periods:ratio_rate5m{%s})' % [by, s], 'percentunit'],
-            ['Frozen (10m)', 'max by (%s) (cgroup:quota_cpu_frozen_windows:increase10m{%s})' % [by, s], 'short'],
-            [null, 'max by (%s, runtime) (quota_process_start_time_seconds{%s, runtime=~"jvm|go"})' % [by, s], 'short'],
-            ['Threads / limit', 'max by (%s) (process:quota_runtime_parallelism_over_cpu_limit:ratio{%s})' % [by, s], 'short'],
-            ['RSS', 'max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], 'bytes'],
-            ['Working set / limit', 'max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s, s], 'percentunit'],
-            ['Arenas', 'sum by (%s) (quota_process_malloc_arenas{%s})' % [by, s], 'short'],
-            ['Firing alerts', 'count by (%s) (ALERTS{alertstate="firing", alertname=~"Quota.*", %s})' % [by, s], 'short'],
+            common.column('CPU limit (cores)', 'max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s})' % [by, s], 'short'),
+            common.column('CPU used (cores)', 'max by (%s) (cgroup:quota_cpu_usage_seconds:rate5m{%s})' % [by, s], 'short'),
+            common.column('Throttled', 'max by (%s) (cgroup:quota_cpu_throttled_periods:ratio_rate5m{%s})' % [by, s], 'percentunit'),
+            common.column('Frozen (10m)', 'max by (%s) (cgroup:quota_cpu_frozen_windows:increase10m{%s})' % [by, s], 'short'),
+            common.labelColumn('max by (%s, runtime) (quota_process_start_time_seconds{%s, runtime=~"jvm|go"})' % [by, s]),
+            common.column('Threads / limit', 'max by (%s) (process:quota_runtime_parallelism_over_cpu_limit:ratio{%s})' % [by, s], 'short'),
+            common.column('RSS', 'max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], 'bytes'),
+            common.column('Working set / limit', 'max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s, s], 'percentunit'),
+            common.column('Arenas', 'sum by (%s) (quota_process_malloc_arenas{%s})' % [by, s], 'short'),
+            common.column('Firing alerts', 'count by (%s) (ALERTS{alertstate="firing", alertname=~"Quota.*", %s})' % [by, s], 'short'),
           ],
           'Frozen (10m)',
           height=16,
-        ),
+        ) + d.rowDrillDown(['quota-cpu-throttling.json', 'quota-runtime-pauses.json', 'quota-memory.json']),
         common.timeSeries(
           'Top 10 frozen containers and pods',
           'short',
           'Frozen windows per 10 minutes (more than 90% of the CFS periods throttled; what QuotaCPUStalls counts), '
           + 'for the ten worst containers and pods.',
-          [['topk(10, cgroup:quota_cpu_frozen_windows:increase10m{%s})' % s, '{{instance}} {{cgroup}}']],
-        ),
+          [common.workload('topk(10, cgroup:quota_cpu_frozen_windows:increase10m{%s})' % s, '{{instance}} {{name}}')],
+        ) + d.seriesDrillDown(['quota-cpu-throttling.json']),
         common.timeSeries(
           'Top 10 containers and pods by working set / memory limit',
           'percentunit',
           "Working set against the memory limit that binds (its own or its pod's); cgroups without a limit are absent.",
-          [['topk(10, quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [s, s], '{{instance}} {{cgroup}}']],
-        ),
+          [common.workload('topk(10, quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [s, s], '{{instance}} {{name}}')],
+        ) + d.seriesDrillDown(['quota-memory.json']),
       ],
     ),
 }

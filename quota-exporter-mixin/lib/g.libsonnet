@@ -7,25 +7,21 @@ local datasourceRef = { type: 'prometheus', uid: '${datasource}' };
 local common = {
   panelOptions: {
     withDescription(value): { description: value },
+    // x and y come from util.grid.makeGrid.
     withGridPos(h=8, w=12, x=0, y=0): { gridPos: { h: h, w: w, x: x, y: y } },
   },
   queryOptions: {
     withTargets(value): { targets: value },
     withTransformations(value): { transformations: value },
-    withInterval(value): { interval: value },
   },
   standardOptions: {
     withUnit(value): { fieldConfig+: { defaults+: { unit: value } } },
-    withMin(value): { fieldConfig+: { defaults+: { min: value } } },
-    withMax(value): { fieldConfig+: { defaults+: { max: value } } },
-    withDecimals(value): { fieldConfig+: { defaults+: { decimals: value } } },
     withOverrides(value): { fieldConfig+: { overrides: value } },
-    withNoValue(value): { fieldConfig+: { defaults+: { noValue: value } } },
-    thresholds: {
-      withSteps(value): { fieldConfig+: { defaults+: { thresholds: { mode: 'absolute', steps: value } } } },
-    },
-    color: {
-      withMode(value): { fieldConfig+: { defaults+: { color: { mode: value } } } },
+    // Data links: per series or table row, in fieldConfig.defaults.
+    withLinks(value): { fieldConfig+: { defaults+: { links: value } } },
+    link: {
+      withTitle(value): { title: value },
+      withUrl(value): { url: value },
     },
     override: {
       byName: {
@@ -76,18 +72,22 @@ local base(type, title) = {
     withAnnotations(value): { annotations: { list: value } },
     withLinks(value): { links: value },
     link: {
-      dashboards: {
-        new(title, tags): {
+      link: {
+        new(title, url): {
           title: title,
-          type: 'dashboards',
-          tags: tags,
-          asDropdown: true,
-          includeVars: true,
-          keepTime: true,
-          icon: 'external link',
+          type: 'link',
+          url: url,
+          tags: [],
+          asDropdown: false,
+          includeVars: false,
+          keepTime: false,
+          icon: 'dashboard',
           targetBlank: false,
           tooltip: '',
-          url: '',
+        },
+        options: {
+          withIncludeVars(value=true): { includeVars: value },
+          withKeepTime(value=true): { keepTime: value },
         },
       },
     },
@@ -129,12 +129,6 @@ local base(type, title) = {
             current: { selected: true, text: ['All'], value: ['$__all'] },
           },
         },
-        queryTypes: {
-          withLabelValues(label, metric): {
-            query: 'label_values(%s, %s)' % [metric, label],
-            definition: self.query,
-          },
-        },
       },
     },
     annotation: {
@@ -164,8 +158,6 @@ local base(type, title) = {
           custom: {
             withDrawStyle(value): { fieldConfig+: { defaults+: { custom+: { drawStyle: value } } } },
             withStacking(mode): { fieldConfig+: { defaults+: { custom+: { stacking: { mode: mode, group: 'A' } } } } },
-            withFillOpacity(value): { fieldConfig+: { defaults+: { custom+: { fillOpacity: value } } } },
-            withLineStyleDash(): { fieldConfig+: { defaults+: { custom+: { lineStyle: { fill: 'dash', dash: [10, 10] } } } } },
           },
         },
       },
@@ -233,7 +225,6 @@ local base(type, title) = {
       withInstant(value=true): { instant: value, range: !value },
       withFormat(value): { format: value },
       withRefId(value): { refId: value },
-      withIntervalFactor(value): { intervalFactor: value },
     },
   },
 

@@ -49,19 +49,49 @@ local var = g.dashboard.variable;
         + var.query.selectionOptions.withIncludeAll(customAllValue='.*'),
       ],
 
-      // A dashboard with the mixin's uid, tags, links, variables and layout.
-      dashboard(file, title, description, panels, annotations=[])::
-        g.dashboard.new(c.dashboardNamePrefix + title)
+      // The four dashboards, so that each can link to the others.
+      local titles = {
+        'quota-overview.json': 'Overview',
+        'quota-cpu-throttling.json': 'CPU throttling and warm-up',
+        'quota-runtime-pauses.json': 'Runtime pauses',
+        'quota-memory.json': 'Memory and RSS creep',
+      },
+      local url(file) = '/d/' + c.dashboardUIDs[file],
+
+      // A dashboard with the mixin's uid, tags, variables and layout, and a link to each of the
+      // other three that keeps the time range and the variables.
+      dashboard(file, description, panels, annotations=[])::
+        g.dashboard.new(c.dashboardNamePrefix + titles[file])
         + g.dashboard.withUid(c.dashboardUIDs[file])
         + g.dashboard.withDescription(description)
         + g.dashboard.withTags(c.dashboardTags)
         + g.dashboard.withTimezone(c.dashboardTimezone)
         + g.dashboard.withRefresh(c.dashboardRefresh)
         + g.dashboard.time.withFrom(c.dashboardPeriod)
-        + g.dashboard.withLinks([g.dashboard.link.dashboards.new('Quota dashboards', c.dashboardTags)])
+        + g.dashboard.withLinks([
+          g.dashboard.link.link.new(c.dashboardNamePrefix + titles[other], url(other))
+          + g.dashboard.link.link.options.withIncludeVars(true)
+          + g.dashboard.link.link.options.withKeepTime(true)
+          for other in std.objectFields(titles)
+          if other != file
+        ])
         + g.dashboard.withVariables(self.variables)
         + g.dashboard.withAnnotations(annotations)
         + g.dashboard.withPanels(g.util.grid.makeGrid(panels)),
+
+      // Drill-down: data links that open the dashboards in files on the workload clicked, a
+      // table row's or a time series' instance, namespace, pod, container and cgroup. The panel's
+      // queries must keep those labels.
+      local drillDown(files, ref) =
+        local keep = std.join('', ['&${%s:queryparam}' % v for v in c.clusterLabels + ['job']]);
+        local pick = std.join('', ['&var-%s=%s' % [l, ref(l)] for l in ['instance', 'namespace', 'pod', 'container', 'cgroup']]);
+        g.panel.timeSeries.standardOptions.withLinks([
+          g.panel.timeSeries.standardOptions.link.withTitle(c.dashboardNamePrefix + titles[f])
+          + g.panel.timeSeries.standardOptions.link.withUrl(url(f) + '?${__url_time_range}&${datasource:queryparam}' + keep + pick)
+          for f in files
+        ]),
+      seriesDrillDown(files):: drillDown(files, function(l) '${__field.labels.%s}' % l),
+      rowDrillDown(files):: drillDown(files, function(l) '${__data.fields.%s}' % l),
     },
 
   // named(expr): adds a "name" label: namespace/pod/container, namespace/pod for a pod slice,
@@ -71,40 +101,34 @@ local var = g.dashboard.variable;
     local set(e, repl, re) = 'label_replace(%s, "name", "%s", "key", "%s")' % [e, repl, re];
     set(set(set(keyed, '$1', ';;;(.*)'), '$1/$2', '([^;]+);([^;]+);;.*'), '$1/$2/$3', '([^;]+);([^;]+);([^;]+);.*'),
 
-  // Legends name the workload: a legend with {{cgroup}} gets {{name}} (see named) instead.
-  legendQuery(q)::
-    if std.length(std.findSubstr('{{cgroup}}', q[1])) > 0
-    then [self.named(q[0]), std.strReplace(q[1], '{{cgroup}}', '{{name}}')]
-    else q,
+  // ---- targets (refIds A, B, ... in the order a panel lists them) ----
 
-  // Range query targets with refIds A, B, ... in order: [[expr, legend], ...].
-  targets(queries)::
-    local qs = [self.legendQuery(q) for q in queries];
-    [
-      prometheus.new('${datasource}', qs[i][0])
-      + prometheus.withLegendFormat(qs[i][1])
-      + prometheus.withRefId(std.char(65 + i))
-      for i in std.range(0, std.length(qs) - 1)
-    ],
+  // A range query and its legend.
+  series(expr, legend):: prometheus.new('${datasource}', expr) + prometheus.withLegendFormat(legend),
+  // A range query whose series are named after their workload: legend may use {{name}}.
+  workload(expr, legend):: self.series(self.named(expr), legend),
 
-  // Instant table targets: [[expr], ...].
-  tableTargets(exprs)::
-    [
-      prometheus.new('${datasource}', exprs[i])
-      + prometheus.withInstant()
-      + prometheus.withFormat('table')
-      + prometheus.withRefId(std.char(65 + i))
-      for i in std.range(0, std.length(exprs) - 1)
-    ],
+  local withRefIds(targets) = [targets[i] + prometheus.withRefId(std.char(65 + i)) for i in std.range(0, std.length(targets) - 1)],
 
-  // A time series panel: title, unit, description, [[expr, legend], ...].
-  timeSeries(title, unit, description, queries, width=12)::
+  // A table column: an instant query whose value is shown under header, in unit, with noValue
+  // where its series is absent.
+  column(header, expr, unit, noValue=null):: {
+    header: header,
+    unit: unit,
+    noValue: noValue,
+    target: prometheus.new('${datasource}', expr) + prometheus.withInstant() + prometheus.withFormat('table'),
+  },
+  // A table query joined only for its labels (e.g. runtime); its value is hidden.
+  labelColumn(expr):: self.column(null, expr, 'short'),
+
+  // A time series panel of targets (series, workload).
+  timeSeries(title, unit, description, targets, width=12)::
     local ts = g.panel.timeSeries;
     ts.new(title)
     + ts.standardOptions.withUnit(unit)
     + ts.panelOptions.withDescription(description)
-    + ts.queryOptions.withTargets(self.targets(queries))
-    + { gridPos: { w: width, h: 8 } },
+    + ts.queryOptions.withTargets(withRefIds(targets))
+    + ts.panelOptions.withGridPos(w=width),
 
   // Dashed lines for series whose legend ends in "limit" (the ceilings).
   limitsDashed::
@@ -116,9 +140,7 @@ local var = g.dashboard.variable;
       + ts.standardOptions.override.byRegexp.withProperty('color', { mode: 'fixed', fixedColor: 'red' }),
     ]),
 
-  // A table of instant queries merged on their labels: columns = [[header, expr, unit], ...],
-  // or [header, expr, unit, noValue] for a column whose series is absent at its default.
-  // Columns with a null header are joined only for their labels (e.g. runtime).
+  // A table of columns (column, labelColumn) merged on their labels, sorted by one header.
   table(title, description, columns, sortBy, width=24, height=12)::
     local t = g.panel.table;
     local n = std.length(columns);
@@ -126,32 +148,32 @@ local var = g.dashboard.variable;
     t.new(title)
     + t.standardOptions.withUnit('short')
     + t.panelOptions.withDescription(description)
-    + t.queryOptions.withTargets(self.tableTargets([col[1] for col in columns]))
+    + t.queryOptions.withTargets(withRefIds([col.target for col in columns]))
     + t.queryOptions.withTransformations([
       t.transformation.new('merge'),
       t.transformation.new('organize', {
         excludeByName: { Time: true } + {
           [valueName(i)]: true
           for i in std.range(0, n - 1)
-          if columns[i][0] == null
+          if columns[i].header == null
         },
         renameByName: {
-          [valueName(i)]: columns[i][0]
+          [valueName(i)]: columns[i].header
           for i in std.range(0, n - 1)
-          if columns[i][0] != null
+          if columns[i].header != null
         },
         indexByName: {},
       }),
     ])
     + t.options.withSortBy(sortBy)
     + t.standardOptions.withOverrides([
-      t.standardOptions.override.byName.new(col[0])
-      + t.standardOptions.override.byName.withProperty('unit', col[2])
-      + (if std.length(col) > 3 then t.standardOptions.override.byName.withProperty('noValue', col[3]) else {})
+      t.standardOptions.override.byName.new(col.header)
+      + t.standardOptions.override.byName.withProperty('unit', col.unit)
+      + (if col.noValue != null then t.standardOptions.override.byName.withProperty('noValue', col.noValue) else {})
       for col in columns
-      if col[0] != null
+      if col.header != null
     ])
-    + { gridPos: { w: width, h: height } },
+    + t.panelOptions.withGridPos(h=height, w=width),
 
   row(title):: g.panel.row.new(title),
 }

@@ -13,7 +13,6 @@ local common = import 'common.libsonnet';
 
     d.dashboard(
       'quota-cpu-throttling.json',
-      'CPU throttling and warm-up',
       'CFS throttling per cgroup: usage against the limit, share of periods throttled, per-second stalls, stall lengths, and '
       + 'throttling as a function of process age (warm-up, JIT).',
       [
@@ -24,8 +23,8 @@ local common = import 'common.libsonnet';
           'CPU cores used by the cgroup (user + system) and its CFS limit (quota / period, dashed). Usage near the '
           + 'limit on average means the cgroup is throttled in bursts.',
           [
-            ['sum by (%s) (rate(quota_cpu_usage_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} used'],
-            ['max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s})' % [by, s], '{{cgroup}} limit'],
+            common.workload('sum by (%s) (rate(quota_cpu_usage_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} used'),
+            common.workload('max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s})' % [by, s], '{{name}} limit'),
           ],
         ) + common.limitsDashed,
         common.timeSeries(
@@ -33,18 +32,15 @@ local common = import 'common.libsonnet';
           'percentunit',
           'nr_throttled / nr_periods: the share of 100 ms periods in which the cgroup ran out of quota and every '
           + 'thread waited for the next period. This, not throttled seconds, is the stall signal.',
-          [[
-            'sum by (%(by)s) (rate(quota_cpu_throttled_periods_total{%(s)s}[$__rate_interval]))\n/\nsum by (%(by)s) (rate(quota_cpu_periods_total{%(s)s}[$__rate_interval]))'
-            % { by: by, s: s },
-            '{{cgroup}}',
-          ]],
-        ),
+          [common.workload('sum by (%(by)s) (rate(quota_cpu_throttled_periods_total{%(s)s}[$__rate_interval]))\n/\nsum by (%(by)s) (rate(quota_cpu_periods_total{%(s)s}[$__rate_interval]))'
+                           % { by: by, s: s }, '{{name}}')],
+        ) + d.seriesDrillDown(['quota-runtime-pauses.json', 'quota-memory.json']),
         common.timeSeries(
           'JIT compilation (JVM)',
           'short',
           'CPU cores used by the JVM JIT compiler threads. During warm-up it competes with requests for the quota; '
           + 'compare with the throttled share next to it.',
-          [['sum by (%s, process) (rate(quota_jvm_jit_compilation_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{process}}']],
+          [common.workload('sum by (%s, process) (rate(quota_jvm_jit_compilation_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} {{process}}')],
         ),
         common.timeSeries(
           'Frozen and half-throttled windows',
@@ -53,16 +49,10 @@ local common = import 'common.libsonnet';
           + 'counts) or more than 50% of the CFS periods were throttled: short freezes that a 5-minute average '
           + 'spreads thin.',
           [
-            [
-              'sum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_count{%(s)s}[$__rate_interval]))\n-\nsum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, le="0.9"}[$__rate_interval]))'
-              % { by: by, s: s },
-              '{{cgroup}} frozen',
-            ],
-            [
-              'sum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_count{%(s)s}[$__rate_interval]))\n-\nsum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, le="0.5"}[$__rate_interval]))'
-              % { by: by, s: s },
-              '{{cgroup}} half',
-            ],
+            common.workload('sum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_count{%(s)s}[$__rate_interval]))\n-\nsum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, le="0.9"}[$__rate_interval]))'
+                            % { by: by, s: s }, '{{name}} frozen'),
+            common.workload('sum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_count{%(s)s}[$__rate_interval]))\n-\nsum by (%(by)s) (increase(quota_cpu_throttled_window_ratio_bucket{%(s)s, le="0.5"}[$__rate_interval]))'
+                            % { by: by, s: s }, '{{name}} half'),
           ],
         ),
         g.panel.heatmap.new('Per-second throttled share')
@@ -109,7 +99,7 @@ local common = import 'common.libsonnet';
           's',
           "throttled_time rate: summed over the CPUs the cgroup's threads waited on, so it exceeds 1 s/s when many "
           + 'threads are throttled at once (seed report: 3.5 s in one wall-clock second).',
-          [['sum by (%s) (rate(quota_cpu_throttled_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}}']],
+          [common.workload('sum by (%s) (rate(quota_cpu_throttled_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}}')],
         ),
 
         common.row('Warm-up'),
@@ -119,14 +109,14 @@ local common = import 'common.libsonnet';
           'Time since each process started. Throttling while the age is below the warm-up window ('
           + c.warmupWindow + ') is warm-up throttling (JIT, class loading, cache fill); the shaded annotations mark '
           + 'each warm-up window.',
-          [['time() - quota_process_start_time_seconds{%s}' % s, '{{cgroup}} {{process}} ({{runtime}})']],
+          [common.workload('time() - quota_process_start_time_seconds{%s}' % s, '{{name}} {{process}} ({{runtime}})')],
         ),
         common.timeSeries(
           'CPU usage by mode',
           'short',
           'User and system CPU cores per cgroup. System time dominating a throttled cgroup points to kernel '
           + 'contention (see QuotaHighSystemCPUUnderQuota).',
-          [['sum by (%s, mode) (rate(quota_cpu_usage_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} {{mode}}']],
+          [common.workload('sum by (%s, mode) (rate(quota_cpu_usage_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} {{mode}}')],
         ) + g.panel.timeSeries.fieldConfig.defaults.custom.withStacking('normal'),
         common.table(
           'CPU settings and QoS class',
@@ -135,11 +125,11 @@ local common = import 'common.libsonnet';
           + 'with limit above request can. The exporter leaves out a period of 0.1 s, no burst allowance and a '
           + 'cpuset of every CPU (the defaults): those cells say so.',
           [
-            ['Limit (cores)', 'max by (%s, qos_class) (quota_cpu_limit_cores{%s})' % [by, s], 'short'],
-            ['Period', 'max by (%s, qos_class) (quota_cpu_period_seconds{%s})' % [by, s], 's', '0.1 s (default)'],
-            ['Burst (cores)', 'max by (%s, qos_class) (quota_cpu_burst_limit_cores{%s})' % [by, s], 'short', 'none'],
-            ['Weight', 'max by (%s, qos_class) (quota_cpu_weight{%s})' % [by, s], 'short'],
-            ['cpuset CPUs', 'max by (%s, qos_class) (quota_cpu_cpuset_cpus{%s})' % [by, s], 'short', 'all'],
+            common.column('Limit (cores)', 'max by (%s, qos_class) (quota_cpu_limit_cores{%s})' % [by, s], 'short'),
+            common.column('Period', 'max by (%s, qos_class) (quota_cpu_period_seconds{%s})' % [by, s], 's', noValue='0.1 s (default)'),
+            common.column('Burst (cores)', 'max by (%s, qos_class) (quota_cpu_burst_limit_cores{%s})' % [by, s], 'short', noValue='none'),
+            common.column('Weight', 'max by (%s, qos_class) (quota_cpu_weight{%s})' % [by, s], 'short'),
+            common.column('cpuset CPUs', 'max by (%s, qos_class) (quota_cpu_cpuset_cpus{%s})' % [by, s], 'short', noValue='all'),
           ],
           'Limit (cores)',
           width=12,
@@ -151,8 +141,8 @@ local common = import 'common.libsonnet';
           'Share of wall time in which some (waiting) or all (stalled) runnable tasks of the cgroup waited for a '
           + 'CPU (cgroup v2 cpu.pressure).',
           [
-            ['sum by (%s) (rate(quota_cpu_pressure_waiting_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} some'],
-            ['sum by (%s) (rate(quota_cpu_pressure_stalled_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} full'],
+            common.workload('sum by (%s) (rate(quota_cpu_pressure_waiting_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} some'),
+            common.workload('sum by (%s) (rate(quota_cpu_pressure_stalled_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} full'),
           ],
         ),
         common.timeSeries(
@@ -160,7 +150,7 @@ local common = import 'common.libsonnet';
           'short',
           'CPU cores used above the quota from the burst allowance (cpu.max.burst), which absorbs short spikes '
           + 'without throttling.',
-          [['sum by (%s) (rate(quota_cpu_burst_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}}']],
+          [common.workload('sum by (%s) (rate(quota_cpu_burst_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}}')],
         ),
       ],
       annotations=[

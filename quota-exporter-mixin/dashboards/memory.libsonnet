@@ -13,7 +13,6 @@ local common = import 'common.libsonnet';
 
     d.dashboard(
       'quota-memory.json',
-      'Memory and RSS creep',
       'Resident memory against the memory limit with its linear projection, glibc malloc arenas, the allocator, '
       + 'JVM heap against RSS, and OOM kills.',
       [
@@ -25,33 +24,33 @@ local common = import 'common.libsonnet';
           + 'memory limit (dashed) and the working set projected ' + c.memoryCreepHorizon + ' ahead by predict_linear '
           + 'over ' + c.memoryCreepLookback + '.',
           [
-            ['max by (%s) (quota_memory_working_set_bytes{%s})' % [by, s], '{{cgroup}} working set'],
-            ['max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], '{{cgroup}} RSS'],
-            ['max by (%s) (quota_memory_cache_bytes{%s})' % [by, s], '{{cgroup}} page cache'],
-            ['max by (%s) (predict_linear(quota_memory_working_set_bytes{%s}[%s], %d))' % [by, s, c.memoryCreepLookback, horizon], '{{cgroup}} projected in ' + c.memoryCreepHorizon],
-            ['max by (%s) (cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s], '{{cgroup}} limit'],
+            common.workload('max by (%s) (quota_memory_working_set_bytes{%s})' % [by, s], '{{name}} working set'),
+            common.workload('max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], '{{name}} RSS'),
+            common.workload('max by (%s) (quota_memory_cache_bytes{%s})' % [by, s], '{{name}} page cache'),
+            common.workload('max by (%s) (predict_linear(quota_memory_working_set_bytes{%s}[%s], %d))' % [by, s, c.memoryCreepLookback, horizon], '{{name}} projected in ' + c.memoryCreepHorizon),
+            common.workload('max by (%s) (cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s], '{{name}} limit'),
           ],
         ) + common.limitsDashed,
         common.timeSeries(
           'OOM kills',
           'short',
           'Processes killed by the OOM killer in the cgroup per interval.',
-          [['sum by (%s) (increase(quota_memory_oom_kills_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}}']],
+          [common.workload('sum by (%s) (increase(quota_memory_oom_kills_total{%s}[$__rate_interval]))' % [by, s], '{{name}}')],
         ) + g.panel.timeSeries.fieldConfig.defaults.custom.withDrawStyle('bars'),
         common.timeSeries(
           'Working set / memory limit',
           'percentunit',
           "Working set against the memory limit that binds (its own or its pod's; what QuotaMemoryNearLimit "
           + 'compares); cgroups without a limit are absent.',
-          [['max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s, s], '{{cgroup}}']],
-        ),
+          [common.workload('max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s, s], '{{name}}')],
+        ) + d.seriesDrillDown(['quota-cpu-throttling.json', 'quota-runtime-pauses.json']),
         common.timeSeries(
           'Memory pressure (PSI)',
           'percentunit',
           'Share of wall time in which some or all tasks of the cgroup waited for memory (reclaim, swap-in).',
           [
-            ['sum by (%s) (rate(quota_memory_pressure_waiting_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} some'],
-            ['sum by (%s) (rate(quota_memory_pressure_stalled_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{cgroup}} full'],
+            common.workload('sum by (%s) (rate(quota_memory_pressure_waiting_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} some'),
+            common.workload('sum by (%s) (rate(quota_memory_pressure_stalled_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} full'),
           ],
         ),
 
@@ -63,9 +62,9 @@ local common = import 'common.libsonnet';
           + c.memoryCreepLookback + ' of history) and the cgroup memory limit (dashed). A steady climb that crosses the '
           + 'limit, summed over the cgroup, is what QuotaMemoryCreep alerts on.',
           [
-            ['quota_process_resident_bytes{%s}' % s, '{{cgroup}} {{process}} RSS'],
-            ['predict_linear(quota_process_resident_bytes{%s}[%s], %d)' % [s, c.memoryCreepLookback, horizon], '{{cgroup}} {{process}} projected in ' + c.memoryCreepHorizon],
-            ['max by (%s) (quota_memory_limit_bytes{%s} and %s quota_process_resident_bytes{%s})' % [by, s, d.cgroupJoin, s], '{{cgroup}} limit'],
+            common.workload('quota_process_resident_bytes{%s}' % s, '{{name}} {{process}} RSS'),
+            common.workload('predict_linear(quota_process_resident_bytes{%s}[%s], %d)' % [s, c.memoryCreepLookback, horizon], '{{name}} {{process}} projected in ' + c.memoryCreepHorizon),
+            common.workload('max by (%s) (quota_memory_limit_bytes{%s} and %s quota_process_resident_bytes{%s})' % [by, s, d.cgroupJoin, s], '{{name}} limit'),
           ],
         ) + common.limitsDashed,
         common.timeSeries(
@@ -75,12 +74,12 @@ local common = import 'common.libsonnet';
           + 'growing towards its max is planned; flat heap with growing native memory points to malloc arenas, '
           + 'direct buffers or thread stacks (seed report: arenas).',
           [
-            ['quota_jvm_heap_max_bytes{%s}' % s, '{{cgroup}} {{process}} heap max'],
-            ['quota_process_resident_bytes{%s, runtime="jvm"}' % s, '{{cgroup}} {{process}} RSS'],
-            ['quota_jvm_heap_committed_bytes{%s}' % s, '{{cgroup}} {{process}} heap committed'],
-            ['quota_jvm_heap_used_bytes{%s}' % s, '{{cgroup}} {{process}} heap used'],
-            ['quota_jvm_metaspace_used_bytes{%s}' % s, '{{cgroup}} {{process}} metaspace'],
-            ['quota_process_resident_bytes{%s, runtime="jvm"} - quota_jvm_heap_committed_bytes{%s}' % [s, s], '{{cgroup}} {{process}} native (RSS - heap)'],
+            common.workload('quota_jvm_heap_max_bytes{%s}' % s, '{{name}} {{process}} heap max'),
+            common.workload('quota_process_resident_bytes{%s, runtime="jvm"}' % s, '{{name}} {{process}} RSS'),
+            common.workload('quota_jvm_heap_committed_bytes{%s}' % s, '{{name}} {{process}} heap committed'),
+            common.workload('quota_jvm_heap_used_bytes{%s}' % s, '{{name}} {{process}} heap used'),
+            common.workload('quota_jvm_metaspace_used_bytes{%s}' % s, '{{name}} {{process}} metaspace'),
+            common.workload('quota_process_resident_bytes{%s, runtime="jvm"} - quota_jvm_heap_committed_bytes{%s}' % [s, s], '{{name}} {{process}} native (RSS - heap)'),
           ],
         ),
         common.timeSeries(
@@ -89,9 +88,9 @@ local common = import 'common.libsonnet';
           'glibc arenas and arena heaps (64 MiB each on 64-bit) per process, with the arena limit '
           + '(M_ARENA_MAX, default 8 per host CPU). Seed report: many 64 MiB heaps drove RSS to the OOM killer.',
           [
-            ['quota_process_malloc_arenas{%s}' % s, '{{cgroup}} {{process}} arenas'],
-            ['quota_process_malloc_heaps{%s}' % s, '{{cgroup}} {{process}} heaps'],
-            ['quota_process_malloc_arena_limit{%s}' % s, '{{cgroup}} {{process}} arena limit'],
+            common.workload('quota_process_malloc_arenas{%s}' % s, '{{name}} {{process}} arenas'),
+            common.workload('quota_process_malloc_heaps{%s}' % s, '{{name}} {{process}} heaps'),
+            common.workload('quota_process_malloc_arena_limit{%s}' % s, '{{name}} {{process}} arena limit'),
           ],
         ) + common.limitsDashed,
         common.timeSeries(
@@ -101,7 +100,7 @@ local common = import 'common.libsonnet';
           + 'process:quota_process_malloc_heap_resident_bytes:ratio; QuotaMallocArenaBloat fires above '
           + std.toString(c.mallocArenaResidentShare * 100) + '%. The bytes are in the Allocators table.',
           [
-            ['process:quota_process_malloc_heap_resident_bytes:ratio{%s}' % s, '{{cgroup}} {{process}}'],
+            common.workload('process:quota_process_malloc_heap_resident_bytes:ratio{%s}' % s, '{{name}} {{process}}'),
           ],
         ),
         common.table(
@@ -109,10 +108,10 @@ local common = import 'common.libsonnet';
           'The malloc implementation each process uses (glibc, jemalloc, tcmalloc) and the share of its RSS in '
           + 'glibc arena heaps.',
           [
-            [null, 'max by (%s, process, allocator) (quota_process_allocator_info{%s})' % [by, s], 'short'],
-            ['RSS', 'max by (%s, process) (quota_process_resident_bytes{%s})' % [by, s], 'bytes'],
-            ['Arena heaps resident', 'max by (%s, process) (quota_process_malloc_heap_resident_bytes{%s})' % [by, s], 'bytes'],
-            ['Arena heaps / RSS', 'max by (%s, process) (process:quota_process_malloc_heap_resident_bytes:ratio{%s})' % [by, s], 'percentunit'],
+            common.labelColumn('max by (%s, process, allocator) (quota_process_allocator_info{%s})' % [by, s]),
+            common.column('RSS', 'max by (%s, process) (quota_process_resident_bytes{%s})' % [by, s], 'bytes'),
+            common.column('Arena heaps resident', 'max by (%s, process) (quota_process_malloc_heap_resident_bytes{%s})' % [by, s], 'bytes'),
+            common.column('Arena heaps / RSS', 'max by (%s, process) (process:quota_process_malloc_heap_resident_bytes:ratio{%s})' % [by, s], 'percentunit'),
           ],
           'RSS',
         ),
