@@ -33,6 +33,11 @@ local utils = import '../lib/utils.libsonnet';
     local qIf(expr, text, otherwise='') =
       '{{ with %s }}{{ $v := . | first | value }}%s{{ else }}%s{{ end }}' % [printfQuery(expr), text, otherwise],
 
+    // A string the watched process chose (its executable name, its Go version): the exporter has
+    // already capped it and replaced control characters; here every character that chat receivers
+    // read as markup or a mention (Slack's <!channel>, Markdown) becomes "?" (docs/security.md).
+    local tenant(v) = '{{ %s | reReplaceAll "[^A-Za-z0-9 ._:/+=@()-]" "?" }}' % v,
+
     // In kube-state-metrics mode the names come from a join; otherwise the series carry them.
     local named(expr) =
       if c.kubeNamesSource == 'kube-state-metrics' then
@@ -84,8 +89,8 @@ local utils = import '../lib/utils.libsonnet';
                   + '{{ else if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }}'
                   + '{{ else }}cgroup {{ $labels.cgroup }}{{ end }} on {{ $labels.instance }}',
     // The largest processes of the alert's cgroup (the breakdown of a cgroup-level memory alert).
-    local topProcesses = '{{ range %s }}{{ .Labels.process }} {{ .Value | humanize1024 }}B, {{ end }}'
-                         % printfQuery('topk(3, quota_process_resident_bytes{@CG})'),
+    local topProcesses = ('{{ range %s }}' % printfQuery('topk(3, quota_process_resident_bytes{@CG})'))
+                         + tenant('.Labels.process') + ' {{ .Value | humanize1024 }}B, {{ end }}',
 
     // Warm-up: heavily throttled while the process using most of the cgroup's CPU is young.
     // Only runtimes that warm up (JIT, class loading: c.warmupRuntimes); a Go or C program
@@ -134,7 +139,7 @@ local utils = import '../lib/utils.libsonnet';
     ||| % { sel: sel, node: node, factor: c.gcThreadsPerLimitCore },
     local gcThreadsDescription(state) =
       '{{ $value | printf "%.0f" }} GC threads against a ' + limitCores + '-core CPU limit in ' + where
-      + ' (JVM {{ $labels.process }} sees ' + q('quota_jvm_cpu_count{@PR}', 'printf "%.0f"') + ' CPUs)' + state
+      + ' (JVM ' + tenant('$labels.process') + ' sees ' + q('quota_jvm_cpu_count{@PR}', 'printf "%.0f"') + ' CPUs)' + state
       + 'Fix: -XX:ParallelGCThreads (and -XX:ConcGCThreads) at or below the '
       + 'limit, or -XX:ActiveProcessorCount=<limit>, or a larger CPU limit.',
     local gomaxprocsCondition = |||
@@ -144,11 +149,11 @@ local utils = import '../lib/utils.libsonnet';
     ||| % { sel: sel, node: node, factor: c.goMaxProcsPerLimitCore },
     local gomaxprocsDescription(state) =
       'GOMAXPROCS={{ $value | printf "%.0f" }} against a ' + limitCores
-      + '-core CPU limit for Go program {{ $labels.process }} in ' + where + state
+      + '-core CPU limit for Go program ' + tenant('$labels.process') + ' in ' + where + state
       + ('{{ with %s }}{{ with first . }}' % printfQuery('quota_go_info{@PR}'))
-      + '{{ if eq .Labels.container_aware "true" }}The binary (version {{ .Labels.version }}) is container-aware, '
+      + '{{ if eq .Labels.container_aware "true" }}The binary (version ' + tenant('.Labels.version') + ') is container-aware, '
       + 'so GOMAXPROCS is overridden (GOMAXPROCS environment variable or runtime.GOMAXPROCS): remove the '
-      + 'override or set it to the limit. {{ else }}The binary (version {{ .Labels.version }}, automaxprocs '
+      + 'override or set it to the limit. {{ else }}The binary (version ' + tenant('.Labels.version') + ', automaxprocs '
       + '{{ .Labels.automaxprocs }}) is not container-aware. {{ end }}{{ end }}{{ end }}'
       + 'Fix: build with Go >= 1.25 and a go.mod go line >= 1.25, or import go.uber.org/automaxprocs, or '
       + 'set GOMAXPROCS to the CPU limit (rounded up).',
@@ -187,7 +192,7 @@ local utils = import '../lib/utils.libsonnet';
             'A process is throttled by its CPU limit while it warms up.',
             where + ' was throttled in {{ $value | humanizePercentage }} of its CFS periods over 5 minutes while '
             + ('{{ range %s }}' % printfQuery('time() - cgroup:quota_process_start_time_seconds:top_cpu{@CG}'))
-            + '{{ .Labels.process }} ({{ .Labels.runtime }}, started {{ .Value | humanizeDuration }} ago) {{ end }}'
+            + tenant('.Labels.process') + ' ({{ .Labels.runtime }}, started {{ .Value | humanizeDuration }} ago) {{ end }}'
             + 'warmed up. CPU limit ' + limitCores + ' cores, QoS class "{{ $labels.qos_class }}". '
             + qIf('sum(process:quota_jvm_jit_compilation_seconds:rate5m{@CG}) > 0.01',
                   'JIT compilation alone used {{ $v | printf "%.2g" }} cores. ')
@@ -214,7 +219,7 @@ local utils = import '../lib/utils.libsonnet';
             + 'sampler windows (1 s each at the default --throttle.window) of the last 10 minutes; over 5 minutes it was throttled in '
             + throttledShare + ' of periods with a ' + limitCores + '-core limit, which an average hides. '
             + qIf('time() - cgroup:quota_process_start_time_seconds:top_cpu{@CG}',
-                  'The process using most of its CPU, {{ with first . }}{{ .Labels.process }}{{ end }}, started '
+                  'The process using most of its CPU, {{ with first . }}' + tenant('.Labels.process') + '{{ end }}, started '
                   + '{{ $v | humanizeDuration }} ago{{ if lt $v %d.0 }}: warm-up adds to it{{ else }}: steady state{{ end }}. '
                     % warmup)
             + 'Bursts exhaust the quota early in each period and every thread waits for the next one. '
@@ -369,7 +374,7 @@ local utils = import '../lib/utils.libsonnet';
             },
             c.safepointFor,
             'JVM stop-the-world pauses are inflated while the cgroup is throttled.',
-            'JVM {{ $labels.process }} in ' + where + ' spends '
+            'JVM ' + tenant('$labels.process') + ' in ' + where + ' spends '
             + q('process:quota_jvm_safepoint_seconds:rate5m{@PR}', 'humanizePercentage')
             + ' of wall time at safepoints, and each safepoint takes '
             + q('process:quota_jvm_safepoint_sync_seconds:mean5m{@PR}', 'humanizeDuration')
@@ -453,7 +458,7 @@ local utils = import '../lib/utils.libsonnet';
             + qIf('cgroup:quota_cpu_limit_cores:effective{@CG}',
                   'against a {{ $v | printf "%.2g" }}-core CPU limit',
                   'without a CPU limit')
-            + ' in {{ $labels.process }}, ' + where + ': arena heaps keep '
+            + ' in ' + tenant('$labels.process') + ', ' + where + ': arena heaps keep '
             + q('process:quota_process_malloc_heap_resident_bytes:ratio{@PR}', 'humanizePercentage')
             + ' of RSS resident. ptmalloc gives each contending thread its own arena and returns freed memory slowly, so '
             + 'RSS creeps up while the heap stays flat. Fix: MALLOC_ARENA_MAX=2 (or the CPU limit), or preload '

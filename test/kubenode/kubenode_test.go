@@ -82,7 +82,7 @@ func prerequisites(t *testing.T) {
 
 // TestKubeNode runs the exporter as examples/kubernetes deploys it on a real node (kubelet,
 // containerd, runc, API server) beside real workloads, scraped by Prometheus the way the
-// PodMonitor says, and checks names, OOM counting, in-place resize, alerts and diagnose.
+// PodMonitor says, and checks names, OOM counting, in-place resize, alerts, diagnose and the Helm chart.
 func TestKubeNode(t *testing.T) {
 	prerequisites(t)
 	root := repoRoot()
@@ -175,6 +175,8 @@ func TestKubeNode(t *testing.T) {
 	checkNames(t, ctx, n, mon)
 	checkOOMOnce(t, ctx, mon)
 	checkDiagnose(t, ctx, n, exporterPod.Metadata.Name)
+	// The Helm chart, installed beside the kustomize DaemonSet on the same node.
+	checkChart(t, ctx, n, root, work, exporterImageRef)
 	t.Logf("TestKubeNode took %s", time.Since(start).Round(time.Second))
 }
 
@@ -497,7 +499,7 @@ func checkOOMOnce(t *testing.T, ctx context.Context, mon *monitoring) {
 // paths and requires it to name each planted problem's pod and container.
 func checkDiagnose(t *testing.T, ctx context.Context, n *node.Node, exporterPod string) {
 	out, err := n.Kubectl(ctx, "-n", "monitoring", "exec", exporterPod, "--", "/bin/quota_exporter", "diagnose",
-		"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root", "--path.podlogs=/host/var/log",
+		"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.podlogs=/host/var/log",
 		"--format=json", "--duration=10s")
 	if err != nil && !strings.Contains(err.Error(), "exit status") {
 		t.Fatalf("diagnose in the exporter's pod: %v", err)

@@ -1,0 +1,89 @@
+package kubenode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
+)
+
+// checkChart installs charts/quota-exporter the way a cluster without the Prometheus Operator
+// would (`helm template` with ci/no-crds-values.yaml, applied with kubectl) in its own
+// namespace beside the kustomize DaemonSet (pods have their own IPs here), waits until its pod
+// passes the chart's readiness and liveness probes, and requires one scrape of it to name the
+// GOMAXPROCS pod as the kubelet does.
+func checkChart(t *testing.T, ctx context.Context, n *node.Node, root, work, imageRef string) {
+	registry, repository, tag := splitImageRef(imageRef)
+	helm := exec.CommandContext(ctx, "go", "tool", "-modfile="+filepath.Join(root, "tools", "helm", "go.mod"), "helm",
+		"template", "qe", filepath.Join(root, "charts", "quota-exporter"), "--namespace", "chart",
+		"--kube-version", "1.37.2", "-f", filepath.Join(root, "charts", "quota-exporter", "ci", "no-crds-values.yaml"),
+		"--set", "image.registry="+registry, "--set", "image.repository="+repository, "--set", "image.tag="+tag)
+	helm.Dir = root
+	out, err := helm.Output()
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	manifest := filepath.Join(work, "chart.yaml")
+	must(t, os.WriteFile(manifest, out, 0o644))
+	_, err = n.Kubectl(ctx, "create", "namespace", "chart")
+	must(t, err)
+	if out, err := n.Kubectl(ctx, "apply", "-f", manifest); err != nil {
+		t.Fatalf("kubectl apply the chart: %v\n%s", err, out)
+	}
+	t0 := time.Now()
+	deadline := t0.Add(3 * time.Minute)
+	for {
+		var ready *pod
+		for _, p := range pods(t, ctx, n) {
+			if p.Metadata.Namespace != "chart" || p.Status.Phase != "Running" || len(p.Status.ContainerStatuses) == 0 {
+				continue
+			}
+			ok := true
+			for _, c := range p.Status.ContainerStatuses {
+				ok = ok && c.Ready
+			}
+			if ok {
+				ready = &p
+			}
+		}
+		if ready != nil {
+			url := fmt.Sprintf("http://%s:10137/metrics", ready.Status.PodIP)
+			f, err := scrapeExporter(ctx, url)
+			if err == nil && f.value("quota_go_gomaxprocs", ns, "go-gomaxprocs", "gomaxprocs") > 0 {
+				t.Logf("chart: pod %s ready and named the GOMAXPROCS pod %s after kubectl apply", ready.Metadata.Name, time.Since(t0).Round(time.Second))
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("chart: pod %s ready but its scrape lacks quota_go_gomaxprocs for %s/go-gomaxprocs (err %v)", ready.Metadata.Name, ns, err)
+			}
+		} else if time.Now().After(deadline) {
+			events, _ := n.Kubectl(ctx, "-n", "chart", "get", "events")
+			t.Fatalf("chart: no ready pod within 3m\n%s", tailStr(events, 4000))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// splitImageRef splits an image reference as containerd names it (docker.io/library/x:tag for
+// x:tag) into the chart's image.registry, image.repository and image.tag.
+func splitImageRef(ref string) (registry, repository, tag string) {
+	name := ref
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		name, tag = ref[:i], ref[i+1:]
+	}
+	first, rest, ok := strings.Cut(name, "/")
+	switch {
+	case !ok:
+		return "docker.io", "library/" + name, tag
+	case strings.ContainsAny(first, ".:") || first == "localhost":
+		return first, rest, tag
+	default:
+		return "docker.io", name, tag
+	}
+}
