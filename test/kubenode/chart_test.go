@@ -13,16 +13,16 @@ import (
 	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
 )
 
-// checkChart installs charts/quota-exporter the way a cluster without the Prometheus Operator
-// would (`helm template` with ci/no-crds-values.yaml, applied with kubectl) in its own
-// namespace beside the kustomize DaemonSet (pods have their own IPs here), waits until its pod
-// passes the chart's readiness and liveness probes, and requires one scrape of it to name the
-// GOMAXPROCS pod as the kubelet does.
+// checkChart installs charts/quota-exporter with its default values (`helm template`, applied
+// with kubectl; the operator's CRDs as stand-ins from testdata, since no operator runs here) in
+// its own namespace beside the kustomize DaemonSet (pods have their own IPs here), waits until
+// its pod passes the chart's readiness and liveness probes, and requires one scrape of it to name
+// the GOMAXPROCS pod as the kubelet does.
 func checkChart(t *testing.T, ctx context.Context, n *node.Node, root, work, imageRef string) {
 	registry, repository, tag := splitImageRef(imageRef)
 	helm := exec.CommandContext(ctx, "go", "tool", "-modfile="+filepath.Join(root, "tools", "helm", "go.mod"), "helm",
 		"template", "qe", filepath.Join(root, "charts", "quota-exporter"), "--namespace", "chart",
-		"--kube-version", "1.37.2", "-f", filepath.Join(root, "charts", "quota-exporter", "ci", "no-crds-values.yaml"),
+		"--kube-version", "1.37.2",
 		"--set", "image.registry="+registry, "--set", "image.repository="+repository, "--set", "image.tag="+tag)
 	helm.Dir = root
 	out, err := helm.Output()
@@ -31,6 +31,11 @@ func checkChart(t *testing.T, ctx context.Context, n *node.Node, root, work, ima
 	}
 	manifest := filepath.Join(work, "chart.yaml")
 	must(t, os.WriteFile(manifest, out, 0o644))
+	_, err = n.Kubectl(ctx, "apply", "-f", filepath.Join(root, "test", "kubenode", "testdata", "operator-crds.yaml"))
+	must(t, err)
+	_, err = n.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/podmonitors.monitoring.coreos.com", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+	must(t, err)
 	_, err = n.Kubectl(ctx, "create", "namespace", "chart")
 	must(t, err)
 	if out, err := n.Kubectl(ctx, "apply", "-f", manifest); err != nil {
