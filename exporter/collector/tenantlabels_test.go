@@ -117,8 +117,10 @@ func checkLabels(t *testing.T, mfs map[string]*dto.MetricFamily, cgroup string) 
 }
 
 // TestTenantStringsInLabels: real processes whose names, Go versions and JVM main jar are
-// made of control characters and invalid UTF-8, and one whose Go version is 64 KiB, are
-// exported with every label value cleaned by the one rule (tenantstr.Label) and capped.
+// made of control characters and invalid UTF-8, and one whose Go version is about 1 KiB (four
+// times the label cap; goruntime's reader refuses versions over 1 KiB before any label:
+// TestReadGoBuildInfoBoundedOnCraftedBinaries), are exported with every label value cleaned by
+// the one rule (tenantstr.Label) and capped.
 func TestTenantStringsInLabels(t *testing.T) {
 	cg := testutil.NewCgroup(t, "tenantlabels", testutil.CgroupOptions{QuotaUS: 50000, PeriodUS: 100000})
 	dir := t.TempDir()
@@ -129,7 +131,7 @@ func TestTenantStringsInLabels(t *testing.T) {
 	if err := os.Rename(prog, named); err != nil {
 		t.Fatal(err)
 	}
-	longVersion := "go1.26" + strings.Repeat("\x1b[31mA", 64<<10/6)
+	longVersion := "go1.26" + strings.Repeat("\x1b[31mA", 165) // 996 bytes
 	fake := buildFakeGo(t, dir, longVersion)
 	longName := filepath.Join(dir, strings.Repeat("\u202e\x1b", 255/5))
 	if err := os.Rename(fake, longName); err != nil {
@@ -177,7 +179,7 @@ func TestTenantStringsInLabels(t *testing.T) {
 	}
 	long := seriesFor(mfs, "quota_go_info", cg.Path, "version", tenantstr.Label(longVersion))
 	if long == nil {
-		t.Errorf("no quota_go_info with the 64 KiB version capped to %q", tenantstr.Label(longVersion))
+		t.Errorf("no quota_go_info with the long version capped to %q", tenantstr.Label(longVersion))
 	}
 }
 
