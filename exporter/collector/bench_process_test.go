@@ -442,13 +442,9 @@ func collectorSet(b testing.TB, env *Env, names []string) (*prometheus.Registry,
 
 func gatherCount(b testing.TB, reg *prometheus.Registry) (series int, families map[string]int) {
 	b.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
 	families = map[string]int{}
-	for _, mf := range mfs {
-		families[mf.GetName()] = len(mf.Metric)
+	for name, mf := range testutil.Families(b, reg) {
+		families[name] = len(mf.Metric)
 		series += len(mf.Metric)
 	}
 	return series, families

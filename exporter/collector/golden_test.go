@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the committed host trees and golden exposition files")
@@ -50,20 +50,7 @@ func scrapeText(t testing.TB, env *Env, cs map[string]Collector) string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister((&Set{env: env, collectors: cs}).Bind(context.Background()), env.Errors)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	for _, mf := range mfs {
-		if volatile.MatchString(mf.GetName()) {
-			continue
-		}
-		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return buf.String()
+	return testutil.Exposition(t, reg, volatile)
 }
 
 // TestGoldenScrape scrapes each host tree with every cgroup collector and compares the whole

@@ -6,7 +6,6 @@ import (
 	"context"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -90,15 +89,11 @@ int main(void) {
 // cgroup of the same pod. The dead container's kill is exported once under its identity, the
 // new container's count is its own, and the series ends after the retention.
 func TestOOMKillOfRemovedV1Container(t *testing.T) {
-	gcc := testutil.LookPath(t, "gcc")
-	bin := filepath.Join(t.TempDir(), "alloc")
-	src := bin + ".c"
+	src := filepath.Join(t.TempDir(), "alloc.c")
 	if err := os.WriteFile(src, []byte(oomAllocator), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(gcc, "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := testutil.BuildC(t, src, "-O1")
 	root := testutil.NewCgroup(t, "oom", testutil.CgroupOptions{})
 	const uid = "6f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b"
 	pod := root.Child("kubepods", testutil.CgroupOptions{}).Child("burstable", testutil.CgroupOptions{}).Child("pod"+uid, testutil.CgroupOptions{})

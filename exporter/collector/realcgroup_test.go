@@ -24,15 +24,7 @@ func scrapeFamilies(t testing.TB, env *Env, cs map[string]Collector) map[string]
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister((&Set{env: env, collectors: cs}).Bind(context.Background()))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
-	}
-	return out
+	return testutil.Families(t, reg)
 }
 
 // seriesFor returns the metric of a family whose cgroup label is path (and extra label pairs).

@@ -122,7 +122,7 @@ func TestJVMGCThreadsAgainstQuota(t *testing.T) {
 // The Go case: GOMAXPROCS=76 under a 0.5-core quota shows 76, what the program itself reports.
 func TestGoMaxProcsAgainstQuota(t *testing.T) {
 	cg := testutil.NewCgroup(t, "go", testutil.CgroupOptions{QuotaUS: 50000, PeriodUS: 100000})
-	prog := buildGoProg(t, t.TempDir())
+	prog := buildGoProg(t)
 	for _, tc := range []struct {
 		env  []string
 		want string
@@ -156,13 +156,9 @@ var (
 
 // A C program's glibc arenas and heaps, as its own malloc_info() reports them.
 func TestMallocArenasAgainstMallocInfo(t *testing.T) {
-	gcc := testutil.LookPath(t, "gcc")
+	bin := testutil.BuildC(t, filepath.Join("..", "internal", "malloc", "testdata", "arenas.c"), "-O1", "-pthread")
 	testutil.RequireRoot(t)
 	cg := testutil.NewCgroup(t, "arenas", testutil.CgroupOptions{})
-	bin := filepath.Join(t.TempDir(), "arenas")
-	if out, err := exec.Command(gcc, "-O1", "-pthread", "-o", bin, filepath.Join("..", "internal", "malloc", "testdata", "arenas.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
 	for _, env := range [][]string{nil, {"MALLOC_ARENA_MAX=2"}} {
 		cmd := cg.Command(bin)
 		cmd.Env = append(os.Environ(), env...)

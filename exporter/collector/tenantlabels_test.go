@@ -18,33 +18,20 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
-// buildGoProg builds internal/goruntime/testdata/prog (prints its GOMAXPROCS, then blocks)
-// into dir/prog.
-func buildGoProg(t *testing.T, dir string) string {
+// buildGoProg builds internal/goruntime/testdata/prog (prints its GOMAXPROCS, then blocks).
+func buildGoProg(t *testing.T) string {
 	t.Helper()
-	goBin := testutil.LookPath(t, "go")
-	src, err := os.ReadFile(filepath.Join("..", "internal", "goruntime", "testdata", "prog", "main.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644)
-	_ = os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module prog\n\ngo 1.26\n"), 0o644)
-	build := exec.Command(goBin, "build", "-o", "prog", ".")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod -buildvcs=false")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return filepath.Join(dir, "prog")
+	return testutil.BuildGo(t, filepath.Join("..", "internal", "goruntime", "testdata", "prog"))
 }
 
 // buildInfoMagic starts a Go executable's build info (debug/buildinfo).
 const buildInfoMagic = "\xff Go buildinf:"
 
-// patchGoVersion overwrites the Go version in a binary's build info with v of the same length.
-func patchGoVersion(t *testing.T, bin, v string) {
+// patchGoVersion copies a binary to bin with the Go version in its build info overwritten
+// with v of the same length.
+func patchGoVersion(t *testing.T, from, bin, v string) {
 	t.Helper()
-	b, err := os.ReadFile(bin)
+	b, err := os.ReadFile(from)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +53,6 @@ func patchGoVersion(t *testing.T, bin, v string) {
 // version v of any length: what a tenant can ship to look like Go.
 func buildFakeGo(t *testing.T, dir, v string) string {
 	t.Helper()
-	cc := testutil.LookPath(t, "cc")
 	blob := append([]byte(buildInfoMagic), 8, 2) // pointer size, inline strings
 	blob = append(blob, make([]byte, 32-len(blob))...)
 	blob = binary.AppendUvarint(blob, uint64(len(v)))
@@ -84,11 +70,7 @@ int main(void) { for (;;) pause(); }
 	if err := os.WriteFile(filepath.Join(dir, "fake.c"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "fakego")
-	if b, err := exec.Command(cc, "-O2", "-o", out, filepath.Join(dir, "fake.c")).CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, b)
-	}
-	return out
+	return testutil.BuildC(t, filepath.Join(dir, "fake.c"), "-O2")
 }
 
 // hostile is a name made of what a tenant can put in one: a terminal escape (clear screen,
@@ -124,19 +106,13 @@ func checkLabels(t *testing.T, mfs map[string]*dto.MetricFamily, cgroup string) 
 func TestTenantStringsInLabels(t *testing.T) {
 	cg := testutil.NewCgroup(t, "tenantlabels", testutil.CgroupOptions{QuotaUS: 50000, PeriodUS: 100000})
 	dir := t.TempDir()
-	prog := buildGoProg(t, dir)
+	prog := buildGoProg(t)
 	craftedVersion := "go\x1b[31m\x07\x00\xff" // as long as the real "go1.26.x"
-	patchGoVersion(t, prog, craftedVersion[:len(strings.TrimSpace(goVersionOf(t, prog)))])
 	named := filepath.Join(dir, hostile)
-	if err := os.Rename(prog, named); err != nil {
-		t.Fatal(err)
-	}
+	patchGoVersion(t, prog, named, craftedVersion[:len(strings.TrimSpace(goVersionOf(t, prog)))])
 	longVersion := "go1.26" + strings.Repeat("\x1b[31mA", 165) // 996 bytes
-	fake := buildFakeGo(t, dir, longVersion)
 	longName := filepath.Join(dir, strings.Repeat("\u202e\x1b", 255/5))
-	if err := os.Rename(fake, longName); err != nil {
-		t.Fatal(err)
-	}
+	testutil.CopyFile(t, buildFakeGo(t, dir, longVersion), longName, 0o755)
 	for _, bin := range []string{named, longName} {
 		cmd := cg.Command(bin)
 		if err := cmd.Start(); err != nil {

@@ -4,7 +4,6 @@ package collector
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -21,16 +20,12 @@ import (
 // periods, as each level's own cpu.stat says, and never their sum (which read 0.97 for these
 // 50% windows and made every second look frozen).
 func TestRealPodThrottlingCountedOnce(t *testing.T) {
-	gcc := testutil.LookPath(t, "gcc")
+	bin := testutil.BuildC(t, filepath.Join("..", "..", "examples", "workloads", "bursty", "bursty.c"), "-O1", "-pthread")
 	half := testutil.CgroupOptions{QuotaUS: 50000, PeriodUS: 100000}
 	// At the top with 8 times a host process's weight, as a Guaranteed pod has its request's
 	// worth of CPU on a node: the quota, not the machine's other work, must limit the bursts.
 	pod := testutil.NewTopCgroup(t, "precision-pod", testutil.CgroupOptions{QuotaUS: 50000, PeriodUS: 100000, Shares: 8192})
 	ctr := pod.Child("ctr", half)
-	bin := filepath.Join(t.TempDir(), "bursty")
-	if out, err := exec.Command(gcc, "-O1", "-pthread", "-o", bin, filepath.Join("..", "..", "examples", "workloads", "bursty", "bursty.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
 	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: time.Second,
 		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(pod.Path) + "(/.*)?$")}, discardLogger())
 	if err != nil {

@@ -153,12 +153,8 @@ func TestDiagnoseWarmup(t *testing.T) {
 func TestDiagnoseKernelContention(t *testing.T) {
 	testutil.RequireV1Cgroups(t)
 	bin := buildExporter(t)
-	gcc := testutil.LookPath(t, "gcc")
-	dir := t.TempDir()
-	prog, data := filepath.Join(dir, "kernel_contention"), filepath.Join(dir, "shared.dat")
-	if out, err := exec.Command(gcc, "-O2", "-pthread", "-o", prog, filepath.Join("..", "..", "..", "examples", "workloads", "kernel-contention", "kernel_contention.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	prog := testutil.BuildC(t, filepath.Join("..", "..", "..", "examples", "workloads", "kernel-contention", "kernel_contention.c"), "-O2", "-pthread")
+	data := filepath.Join(t.TempDir(), "shared.dat")
 	if err := os.WriteFile(data, make([]byte, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -206,13 +202,7 @@ func TestDiagnoseNodeDebugLayout(t *testing.T) {
 	testutil.RequireV1Cgroups(t)
 	unshare, setpriv := testutil.LookPath(t, "unshare"), testutil.LookPath(t, "setpriv")
 	bin := buildExporter(t)
-	prog := filepath.Join(t.TempDir(), "go-gomaxprocs")
-	build := exec.Command("go", "build", "-trimpath", "-o", prog, ".")
-	build.Dir = filepath.Join("..", "..", "..", "examples", "workloads", "go-gomaxprocs")
-	build.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	prog := testutil.BuildGo(t, filepath.Join("..", "..", "..", "examples", "workloads", "go-gomaxprocs"))
 	s := startScenario(t, "nodedebug", testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: 256 << 20}, []string{"GOMAXPROCS=16"}, prog)
 	// uid 65534 must reach the binary and /host: a directory open to all.
 	pub, err := os.MkdirTemp("", "diag-nodedebug-")

@@ -128,21 +128,14 @@ func buildSeedWorkloads(t *testing.T) seedWorkloads {
 	t.Helper()
 	javac := testutil.LookPath(t, "javac")
 	testutil.LookPath(t, "java")
-	gcc := testutil.LookPath(t, "gcc")
 	src := filepath.Join("..", "..", "..", "examples", "workloads")
 	dir := t.TempDir()
 	w := seedWorkloads{gcStorm: filepath.Join(dir, "gc-storm"), jvmHealthy: filepath.Join(dir, "healthy"),
-		goMaxProcs: filepath.Join(dir, "go-gomaxprocs"), goHealthy: filepath.Join(dir, "go-healthy"), rssCreep: filepath.Join(dir, "rss_creep")}
+		goMaxProcs: testutil.BuildGo(t, filepath.Join(src, "go-gomaxprocs")), goHealthy: testutil.BuildGo(t, filepath.Join(src, "go-healthy")),
+		rssCreep: testutil.BuildC(t, filepath.Join(src, "rss-creep", "rss_creep.c"), "-O2", "-pthread")}
 	steps := []*exec.Cmd{
 		exec.Command(javac, "-d", w.gcStorm, filepath.Join(src, "jvm-gc-storm", "GcStorm.java")),
 		exec.Command(javac, "-d", w.jvmHealthy, filepath.Join(src, "jvm-healthy", "Healthy.java")),
-		exec.Command(gcc, "-O2", "-pthread", "-o", w.rssCreep, filepath.Join(src, "rss-creep", "rss_creep.c")),
-	}
-	for _, g := range []struct{ out, dir string }{{w.goMaxProcs, "go-gomaxprocs"}, {w.goHealthy, "go-healthy"}} {
-		c := exec.Command("go", "build", "-trimpath", "-o", g.out, ".")
-		c.Dir = filepath.Join(src, g.dir)
-		c.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
-		steps = append(steps, c)
 	}
 	for _, c := range steps {
 		if out, err := c.CombinedOutput(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,16 +14,6 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
-
-func buildC(t *testing.T, dir, src string) string {
-	t.Helper()
-	gcc := testutil.LookPath(t, "gcc")
-	bin := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c"))
-	if out, err := exec.Command(gcc, "-O2", "-Wall", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", src, err, out)
-	}
-	return bin
-}
 
 // readBlocks reports whether reading path does not return within limit. A blocked read
 // leaves its goroutine behind until the FUSE server answers.
@@ -111,12 +100,8 @@ func stuckProcessReads(body string) int {
 // runtime="unknown" and as runtime="go" once its detection returns.
 func TestRealProcessStuckInKernel(t *testing.T) {
 	cg := testutil.NewCgroup(t, "fuse", testutil.CgroupOptions{QuotaUS: 50000})
-	dir := worldReadableTempDir(t)
-	victimBin := buildC(t, dir, "testdata/stuckvictim.c")
-	goVictimBin := filepath.Join(dir, "govictim")
-	if out, err := exec.Command("go", "build", "-o", goVictimBin, "./testdata/govictim").CombinedOutput(); err != nil {
-		t.Fatalf("build govictim: %v\n%s", err, out)
-	}
+	victimBin := testutil.BuildC(t, "testdata/stuckvictim.c", "-O2", "-Wall", "-pthread")
+	goVictimBin := testutil.BuildGo(t, "./testdata/govictim")
 	bin := buildExporter(t)
 	fuse := testutil.MountStuckFUSE(t)
 

@@ -19,18 +19,11 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
-// buildExporter builds the command into a directory anyone may read (the permission test runs
-// it as nobody).
+// buildExporter builds the command (once per test binary) into a directory anyone may read
+// (the permission test runs it as nobody).
 func buildExporter(t *testing.T) string {
 	t.Helper()
-	dir := worldReadableTempDir(t)
-	bin := filepath.Join(dir, "quota_exporter")
-	cmd := exec.Command("go", "build", "-o", bin, "-ldflags", "-X github.com/prometheus/common/version.Version=9.9.9-test", ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildGo(t, ".", "-ldflags=-X github.com/prometheus/common/version.Version=9.9.9-test")
 }
 
 func worldReadableTempDir(t *testing.T) string {

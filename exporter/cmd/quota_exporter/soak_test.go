@@ -156,16 +156,8 @@ func labelValues(body, label string) []string {
 // process once the churn stops, and the exporter's RSS and threads stay flat.
 func TestChurnSoak(t *testing.T) {
 	parent := testutil.NewCgroup(t, "soak", testutil.CgroupOptions{})
-	dir := worldReadableTempDir(t)
 	bin := buildExporter(t)
-	gosleep := filepath.Join(dir, "gosleep")
-	src := filepath.Join(dir, "gosleep.go")
-	if err := os.WriteFile(src, []byte("package main\n\nimport (\n\t\"os\"\n\t\"time\"\n)\n\nfunc main() {\n\td, _ := time.ParseDuration(os.Args[1])\n\ttime.Sleep(d)\n}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("go", "build", "-o", gosleep, src).CombinedOutput(); err != nil {
-		t.Fatalf("build gosleep: %v\n%s", err, out)
-	}
+	gosleep := testutil.BuildGoSource(t, "gosleep", "package main\n\nimport (\n\t\"os\"\n\t\"time\"\n)\n\nfunc main() {\n\td, _ := time.ParseDuration(os.Args[1])\n\ttime.Sleep(d)\n}\n")
 
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "--web.listen-address="+addr, "--scrape.timeout=5s", "--process.min-resident=0",

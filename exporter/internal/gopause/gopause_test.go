@@ -176,9 +176,3 @@ func TestPausesMatchRuntime(t *testing.T) {
 		})
 	}
 }
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	gopausetest.RemoveBuilds()
-	os.Exit(code)
-}

@@ -32,20 +32,6 @@ func fileID(t testing.TB, path string) gopause.FileID {
 	return gopause.FileID{Dev: uint64(st.Dev), Ino: st.Ino}
 }
 
-func copyFile(t testing.TB, from, to string, mode os.FileMode) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(to, mode); err != nil { // WriteFile's mode goes through the umask
-		t.Fatal(err)
-	}
-}
-
 func refusal(err error) string {
 	r, _ := gopause.Refusal(err)
 	return r
@@ -60,14 +46,9 @@ func refusal(err error) string {
 func TestAttachLandsOnParsedInode(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "a"), ".")
-	build.Dir = filepath.Join("testdata", "execloop")
-	build.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0", "GOFLAGS=")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	copyFile(t, a, b, 0o755|os.ModeSetuid)
+	testutil.CopyFile(t, testutil.BuildGo(t, filepath.Join("testdata", "execloop")), a, 0o755)
+	testutil.CopyFile(t, a, b, 0o755|os.ModeSetuid)
 	idA, idB := fileID(t, a), fileID(t, b)
 	cmd := exec.Command(a, b)
 	if err := cmd.Start(); err != nil {
@@ -150,7 +131,7 @@ func TestPrivilegedRefused(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, c.name)
-			copyFile(t, bin, path, c.mode)
+			testutil.CopyFile(t, bin, path, c.mode)
 			if c.caps {
 				// vfs_cap_data revision 2: CAP_NET_BIND_SERVICE permitted.
 				capData := binary.LittleEndian.AppendUint32(nil, 0x02000000)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -43,13 +42,7 @@ func parseMallocInfo(s string) truth {
 
 func buildProg(t *testing.T) string {
 	t.Helper()
-	gcc := testutil.LookPath(t, "gcc")
-	bin := filepath.Join(t.TempDir(), "arenas")
-	out, err := exec.Command(gcc, "-O1", "-pthread", "-o", bin, "testdata/arenas.c").CombinedOutput()
-	if err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildC(t, "testdata/arenas.c", "-O1", "-pthread")
 }
 
 type prog struct {

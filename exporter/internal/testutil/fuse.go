@@ -140,13 +140,7 @@ func MountStuckFUSE(t testing.TB) *FUSE {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	_, self, _, _ := runtime.Caller(0)
-	bin := filepath.Join(dir, "fuseserver")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = filepath.Join(filepath.Dir(self), "fuseserver")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build fuseserver: %v\n%s", err, out)
-	}
+	bin := BuildGo(t, filepath.Join(filepath.Dir(self), "fuseserver"))
 	mnt := filepath.Join(dir, "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)

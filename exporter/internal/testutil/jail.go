@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,39 +28,11 @@ func main() {
 }
 `
 
-var sleeper struct {
-	once sync.Once
-	path string
-	err  error
-	out  []byte
-}
-
 // Sleeper builds (once per test binary) a static Go program that prints "ready" and sleeps;
-// it runs in a chroot without any library. The path is in a directory that lives as long as
-// the test binary.
+// it runs in a chroot without any library.
 func Sleeper(t testing.TB) string {
 	t.Helper()
-	goBin := LookPath(t, "go")
-	sleeper.once.Do(func() {
-		dir, err := os.MkdirTemp("", "quota-sleeper")
-		if err != nil {
-			sleeper.err = err
-			return
-		}
-		src := filepath.Join(dir, "main.go")
-		if sleeper.err = os.WriteFile(src, []byte(sleeperSource), 0o644); sleeper.err != nil {
-			return
-		}
-		sleeper.path = filepath.Join(dir, "sleeper")
-		cmd := exec.Command(goBin, "build", "-trimpath", "-o", sleeper.path, src)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GO111MODULE=off")
-		sleeper.out, sleeper.err = cmd.CombinedOutput()
-	})
-	if sleeper.err != nil {
-		t.Fatalf("building the sleeper: %v\n%s", sleeper.err, sleeper.out)
-	}
-	return sleeper.path
+	return BuildGoSource(t, "sleeper", sleeperSource)
 }
 
 // Jail is a directory used as a process's root (chroot), the way a container's root is one

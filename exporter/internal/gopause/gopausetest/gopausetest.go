@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,16 +25,9 @@ import (
 // proxy or the module cache).
 const OlderToolchain = "go1.24.9"
 
-var builds = struct {
-	sync.Mutex
-	dir  string
-	bins map[string]string
-}{bins: map[string]string{}}
-
 // Build compiles stwprog with toolchain ("" = the Go running the test), stripped of its
-// symbol table and DWARF (-ldflags=-s -w) or not, and returns the binary's path. Builds are
-// shared by the tests of one package (they take long on a busy machine); the package's
-// TestMain calls RemoveBuilds.
+// symbol table and DWARF (-ldflags=-s -w) or not, and returns the binary's path, built once
+// per test binary (testutil.GoProgram).
 func Build(t testing.TB, toolchain string, stripped bool) string {
 	t.Helper()
 	return BuildFor(t, toolchain, "", stripped)
@@ -44,54 +36,14 @@ func Build(t testing.TB, toolchain string, stripped bool) string {
 // BuildFor is Build for GOARCH goarch ("" = this machine's), to inspect, not to run.
 func BuildFor(t testing.TB, toolchain, goarch string, stripped bool) string {
 	t.Helper()
-	builds.Lock()
-	defer builds.Unlock()
-	key := fmt.Sprintf("%s-%v", toolchain, stripped)
-	if goarch != "" {
-		key += "-" + goarch
-	}
-	if bin, ok := builds.bins[key]; ok {
-		return bin
-	}
-	if builds.dir == "" {
-		d, err := os.MkdirTemp("", "stwprog-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		builds.dir = d
-	}
-	out := filepath.Join(builds.dir, "stwprog-"+key)
-	args := []string{"build", "-trimpath", "-o", out}
+	p := testutil.GoProgram{Dir: Source(), Toolchain: toolchain}
 	if stripped {
-		args = append(args, "-ldflags=-s -w")
+		p.Flags = []string{"-ldflags=-s -w"}
 	}
-	cmd := exec.Command("go", append(args, ".")...)
-	cmd.Dir = Source()
-	tc := toolchain
-	if tc == "" {
-		tc = "local"
-	}
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+tc, "CGO_ENABLED=0", "GOFLAGS=")
 	if goarch != "" {
-		cmd.Env = append(cmd.Env, "GOOS=linux", "GOARCH="+goarch)
+		p.Env = []string{"GOOS=linux", "GOARCH=" + goarch}
 	}
-	if b, err := cmd.CombinedOutput(); err != nil {
-		if toolchain != "" {
-			testutil.Require(t, false, fmt.Sprintf("toolchain %s does not build here: %v: %s", toolchain, err, b))
-		}
-		t.Fatalf("go build stwprog: %v: %s", err, b)
-	}
-	builds.bins[key] = out
-	return out
-}
-
-// RemoveBuilds deletes the binaries Build made.
-func RemoveBuilds() {
-	builds.Lock()
-	defer builds.Unlock()
-	if builds.dir != "" {
-		os.RemoveAll(builds.dir)
-	}
+	return p.Build(t)
 }
 
 // Prog is a running stwprog.
