@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,8 +28,7 @@ func TestBenchNodeSmoke(t *testing.T) {
 	require(t, reason == "", reason)
 	bin := os.Getenv("BENCHNODE_EXPORTER")
 	if bin == "" {
-		_, file, _, _ := runtime.Caller(0)
-		bin = filepath.Join(filepath.Dir(file), "..", "..", "bin", "quota_exporter")
+		bin = filepath.Join(testenv.RepoRoot(), "bin", "quota_exporter")
 	}
 	_, err := os.Stat(bin)
 	require(t, err == nil, "no exporter binary at "+bin+" (make build)")

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/quota-exporter/quota_exporter/test/examples"
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 const (
@@ -30,18 +30,14 @@ const (
 	kubeVersion = "1.37.0"
 )
 
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+func chartDir(t testing.TB) string {
+	return filepath.Join(testenv.RepoRoot(), "charts", "quota-exporter")
 }
-
-func chartDir(t testing.TB) string { return filepath.Join(repoRoot(t), "charts", "quota-exporter") }
 
 // helm runs the pinned Helm; the first run may build it (minutes on two cores).
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	return examples.RunTool(t, root, 10*time.Minute, "go",
 		append([]string{"tool", "-modfile=" + filepath.Join(root, "tools", "helm", "go.mod"), "helm"}, args...)...)
 }
@@ -224,13 +220,13 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 		checkSelectedByPrometheus(t, "PrometheusRule", pr.Labels, nil)
 		checkRules(t, pr)
 	}
-	examples.CheckDashboardConfigMaps(t, repoRoot(t), m.ConfigMaps)
+	examples.CheckDashboardConfigMaps(t, testenv.RepoRoot(), m.ConfigMaps)
 	if v.tls || v.basicAuth {
 		checkWebConfigServes(t, v, pod, secrets)
 	}
 	if v.file == "" || v.pod.NoProcessReaders {
 		// The rendered pod's mounts, arguments, user and capabilities are enough (root only).
-		examples.CheckPodMountsSuffice(t, repoRoot(t), pod, v.pod)
+		examples.CheckPodMountsSuffice(t, testenv.RepoRoot(), pod, v.pod)
 	}
 }
 
@@ -300,7 +296,7 @@ func checkEndpointAuth(t *testing.T, v valueSet, scheme *monitoringv1.Scheme, tl
 // checkRules: the PrometheusRule's groups are exactly those of the rendered alerts/*.yaml.
 func checkRules(t *testing.T, pr monitoringv1.PrometheusRule) {
 	t.Helper()
-	files, err := examples.RuleFiles(repoRoot(t))
+	files, err := examples.RuleFiles(testenv.RepoRoot())
 	if err != nil || len(files) == 0 {
 		t.Fatalf("alerts/*.yaml: %v (run make mixin)", err)
 	}
@@ -335,7 +331,7 @@ func checkWebConfigServes(t *testing.T, v valueSet, pod corev1.PodSpec, secrets 
 	if webConfig == "" {
 		t.Fatal("no rendered Secret holds the web-config.yml the pod mounts")
 	}
-	w := examples.WebServe{Root: repoRoot(t), WebConfig: webConfig, TLSDir: tlsDir}
+	w := examples.WebServe{Root: testenv.RepoRoot(), WebConfig: webConfig, TLSDir: tlsDir}
 	if v.tls {
 		w.ServerName = "quota-exporter.monitoring.svc"
 	}
@@ -359,7 +355,7 @@ func TestChartLongReleaseName(t *testing.T) {
 
 // TestChartFilesUpToDate: the chart embeds copies of the rendered mixin (make chart).
 func TestChartFilesUpToDate(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	for _, dir := range []struct{ src, glob string }{{"alerts", "*.yaml"}, {"dashboards", "*.json"}} {
 		want, _ := filepath.Glob(filepath.Join(root, dir.src, dir.glob))
 		got, _ := filepath.Glob(filepath.Join(chartDir(t), "files", dir.src, "*"))
@@ -386,7 +382,7 @@ func TestChartFilesUpToDate(t *testing.T) {
 
 // TestChartAppVersion: the chart installs the exporter version of this tree by default.
 func TestChartAppVersion(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "VERSION"))
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "VERSION"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +393,7 @@ func TestChartAppVersion(t *testing.T) {
 
 // TestChartRefusesBrokenSettings: settings that cannot work fail the render with a reason.
 func TestChartRefusesBrokenSettings(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	for _, c := range []struct{ set, want string }{
 		{"web.tls.enabled=true", "web.tls.secretName"},
 		{"web.tls.enabled=true,web.tls.secretName=x", "web.tls.serverName"},

@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -33,11 +32,6 @@ const (
 
 // require is testenv.Require.
 var require = testenv.Require
-
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
 
 // expectation: the alert (any of names) a scenario must raise, and what its description
 // must say. limit is the scenario's CPU limit in cores as the description prints it (%.2g).
@@ -153,7 +147,7 @@ func TestEndToEnd(t *testing.T) {
 		_, err := exec.LookPath(tool)
 		require(t, err == nil, tool+" not in PATH")
 	}
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 17*time.Minute) // under go test -timeout 20m; building on a loaded machine takes minutes
 	defer cancel()

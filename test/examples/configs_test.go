@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 func TestPrometheusConfigs(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	_, err := exec.LookPath("go")
 	require(t, err == nil, "go not in PATH")
 	for _, cfg := range []string{"examples/prometheus/prometheus.yml", "examples/docker-compose/prometheus.yml"} {
@@ -57,7 +59,7 @@ func TestPrometheusConfigs(t *testing.T) {
 }
 
 func TestAlertmanagerConfig(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	cfg := filepath.Join(root, "examples/alertmanager/alertmanager.yml")
 	// Alertmanager's own loader, from a module of its own (see amcheck/go.mod).
 	out := runTool(t, filepath.Join(root, "test/examples/amcheck"), 25*time.Second, "go", "run", ".", cfg)
@@ -181,7 +183,7 @@ func volumes(t *testing.T, s composeService) []composeVolume {
 }
 
 func TestComposeFile(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	dir := filepath.Join(root, "examples/docker-compose")
 	dec := yaml.NewDecoder(bytes.NewReader(readFile(t, filepath.Join(dir, "docker-compose.yml"))))
 	dec.KnownFields(true) // a field outside the subset this test knows is a typo or needs a check
@@ -319,7 +321,7 @@ func checkDockerfile(t *testing.T, service, ctx, path string) {
 }
 
 func TestWorkloads(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	w := filepath.Join(root, "examples/workloads")
 	st, err := os.Stat(filepath.Join(w, "run.sh"))
 	if err != nil || st.Mode()&0o111 == 0 {

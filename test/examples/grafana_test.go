@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 // Grafana's file provisioning schema (apiVersion 1), as far as the example uses it: unknown
@@ -56,7 +58,7 @@ func decodeYAMLStrict(t *testing.T, path string, into any) {
 // Prometheus service, and a dashboard provider reading the directory the compose file mounts
 // the rendered dashboards into.
 func TestGrafanaProvisioning(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	dir := filepath.Join(root, "examples", "docker-compose", "grafana", "provisioning")
 	var ds grafanaDatasources
 	decodeYAMLStrict(t, filepath.Join(dir, "datasources", "prometheus.yml"), &ds)
@@ -85,7 +87,7 @@ func TestGrafanaProvisioning(t *testing.T) {
 
 // run.sh parses (bash -n); the end-to-end test runs it for real.
 func TestRunScriptSyntax(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	out, err := execCommand("bash", "-n", filepath.Join(root, "examples", "workloads", "run.sh"))
 	if err != nil {
 		t.Errorf("bash -n run.sh: %v\n%s", err, out)

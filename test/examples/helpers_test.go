@@ -2,19 +2,10 @@ package examples
 
 import (
 	"os"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
-
-// repoRoot is the repository root, two levels above this package.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
 
 // require is testenv.Require.
 var require = testenv.Require

@@ -10,6 +10,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/quota-exporter/quota_exporter/test/jsonnettool"
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -19,7 +20,7 @@ import (
 // renders example.jsonnet, and decodes what comes out strictly: one PrometheusRule with the
 // mixin's alert and rule groups, and one dashboard ConfigMap per dashboard in the folder.
 func TestKubePrometheusExample(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	example := filepath.Join(root, "examples", "kube-prometheus")
 	project := t.TempDir()
 	mixin, err := filepath.Rel(project, filepath.Join(root, "quota-exporter-mixin"))

@@ -15,6 +15,8 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 // component is the subset of kustomize's Component used by examples/kubernetes/pauses and web-tls.
@@ -53,7 +55,7 @@ type rendered struct {
 // with a JSON patch library, as kustomize does, and strictly decodes the results.
 func applyComponents(t *testing.T, names ...string) rendered {
 	t.Helper()
-	dir := filepath.Join(repoRoot(t), "examples", "kubernetes")
+	dir := filepath.Join(testenv.RepoRoot(), "examples", "kubernetes")
 	_, base := loadManifests(t)
 	if len(base.DaemonSets) != 1 || len(base.PodMonitors) != 1 {
 		t.Fatalf("want one base DaemonSet and PodMonitor, got %d and %d", len(base.DaemonSets), len(base.PodMonitors))
@@ -124,7 +126,7 @@ func applyComponents(t *testing.T, names ...string) rendered {
 // collectors to the args and BPF and PERFMON to the added capabilities, so the rest of the pod
 // stays the base's (no privileged, no host mounts, no pod changes), and composes with web-tls.
 func TestPausesComponent(t *testing.T) {
-	if !strings.Contains(string(readFile(t, filepath.Join(repoRoot(t), "examples", "kubernetes", "kustomization.yaml"))), "\n# components:\n#   - pauses\n") {
+	if !strings.Contains(string(readFile(t, filepath.Join(testenv.RepoRoot(), "examples", "kubernetes", "kustomization.yaml"))), "\n# components:\n#   - pauses\n") {
 		t.Error("kustomization.yaml does not offer the pauses component (a commented components: block)")
 	}
 	_, base := loadManifests(t)
@@ -234,7 +236,7 @@ func TestComponentsRenderWithKubectl(t *testing.T) {
 	if err != nil {
 		t.Skip("kubectl not installed (not a project dependency); the patches were applied by TestPausesComponent and TestWebTLSComponent")
 	}
-	dir := filepath.Join(repoRoot(t), "examples", "kubernetes")
+	dir := filepath.Join(testenv.RepoRoot(), "examples", "kubernetes")
 	want := applyComponents(t, "pauses", "web-tls")
 	tmp := t.TempDir()
 	if err := os.CopyFS(tmp, os.DirFS(dir)); err != nil {

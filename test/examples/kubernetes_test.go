@@ -13,6 +13,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 // kustomization is the subset of kustomize's Kustomization used here; decoding it strictly
@@ -39,7 +41,7 @@ func decodeStrict(doc []byte, v any) error {
 // loadManifests strictly decodes every document of every resource of the kustomization.
 func loadManifests(t *testing.T) (kustomization, Manifests) {
 	t.Helper()
-	dir := filepath.Join(repoRoot(t), "examples", "kubernetes")
+	dir := filepath.Join(testenv.RepoRoot(), "examples", "kubernetes")
 	var k kustomization
 	if err := decodeStrict(readFile(t, filepath.Join(dir, "kustomization.yaml")), &k); err != nil {
 		t.Fatalf("kustomization.yaml: %v", err)
@@ -137,7 +139,7 @@ func TestDaemonSetSecurity(t *testing.T) {
 	CheckExporterPod(t, pod, PodWant{})
 	c := pod.Containers[0]
 	// The released image of this checkout's VERSION, never a moving tag.
-	version, err := os.ReadFile(filepath.Join(repoRoot(t), "VERSION"))
+	version, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "VERSION"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,7 @@ func TestDaemonSetSecurity(t *testing.T) {
 }
 
 func TestPrometheusRuleMatchesRenderedRules(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	files, _ := RuleFiles(root)
 	require(t, len(files) > 0, "alerts/*.yaml not rendered yet (make mixin)")
 	var want []monitoringv1.RuleGroup
@@ -188,14 +190,14 @@ func TestPrometheusRuleMatchesRenderedRules(t *testing.T) {
 }
 
 func TestDashboardConfigMapsMatchRenderedDashboards(t *testing.T) {
-	dashboards, _ := filepath.Glob(filepath.Join(repoRoot(t), "dashboards", "*.json"))
+	dashboards, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(), "dashboards", "*.json"))
 	require(t, len(dashboards) > 0, "dashboards/*.json not rendered yet (make mixin)")
 	_, m := loadManifests(t)
-	CheckDashboardConfigMaps(t, repoRoot(t), m.ConfigMaps)
+	CheckDashboardConfigMaps(t, testenv.RepoRoot(), m.ConfigMaps)
 }
 
 func TestGeneratedManifestsUpToDate(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	files, _ := RuleFiles(root)
 	require(t, len(files) > 0, "alerts/*.yaml not rendered yet (make mixin)")
 	gen, err := Generate(root)

@@ -41,11 +41,7 @@ func CheckPodMountsSuffice(t *testing.T, repoRoot string, pod corev1.PodSpec, wa
 
 	// The binary, static as in the image.
 	bin := filepath.Join(tmp, "quota_exporter")
-	build := exec.Command("go", "build", "-o", bin, "./exporter/cmd/quota_exporter")
-	build.Dir, build.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	testenv.BuildGo(t, repoRoot, "./exporter/cmd/quota_exporter", bin)
 
 	// A pod's container cgroup with a 0.5-core quota and a Go process in it.
 	uid := fmt.Sprintf("7e1a2b3c-4d5e-4f60-8a9b-%012d", os.Getpid())

@@ -1,6 +1,10 @@
 package examples
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
+)
 
 // TestDaemonSetMountsSuffice: the kustomize DaemonSet's mounts, arguments, user and capabilities
 // are enough for the real exporter (CheckPodMountsSuffice).
@@ -9,5 +13,5 @@ func TestDaemonSetMountsSuffice(t *testing.T) {
 	if len(m.DaemonSets) != 1 {
 		t.Fatalf("want one DaemonSet, got %d", len(m.DaemonSets))
 	}
-	CheckPodMountsSuffice(t, repoRoot(t), m.DaemonSets[0].Spec.Template.Spec, PodWant{})
+	CheckPodMountsSuffice(t, testenv.RepoRoot(), m.DaemonSets[0].Spec.Template.Spec, PodWant{})
 }

@@ -3,13 +3,15 @@ package examples
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 // TestWebConfigServes runs the real exporter with the web-tls component's web-config.yml and
 // scrapes it as the patched PodMonitor tells Prometheus to (CheckWebConfigServes): the shipped
 // bcrypt hash matches the shipped password, and exporter-toolkit accepts the file.
 func TestWebConfigServes(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	r := applyComponents(t, "web-tls")
 	secrets := map[string]map[string]string{}
 	for _, s := range r.m.Secrets {

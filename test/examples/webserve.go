@@ -54,7 +54,7 @@ func CheckWebConfigServes(t *testing.T, w WebServe) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(tmp, "quota_exporter")
-	RunTool(t, root, 5*time.Minute, "go", "build", "-o", bin, "./exporter/cmd/quota_exporter")
+	testenv.BuildGo(t, root, "./exporter/cmd/quota_exporter", bin)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 // Image names as the pods use them (the kubelet and containerd add "docker.io/").
@@ -38,7 +39,7 @@ func buildCmd(t *testing.T, dir string, env []string, name string, args ...strin
 // pauseImage: the static pause program (testdata/pause.c).
 func pauseImage(t *testing.T, work string) node.Image {
 	bin := filepath.Join(work, "pause")
-	buildCmd(t, "testdata", nil, "gcc", "-static", "-O2", "-o", bin, "pause.c")
+	testenv.BuildC(t, filepath.Join("testdata", "pause.c"), bin, "-static", "-O2")
 	return node.Image{Ref: pauseRef, Files: map[string]string{"/pause": bin}, Entrypoint: []string{"/pause"}}
 }
 
@@ -46,7 +47,7 @@ func pauseImage(t *testing.T, work string) node.Image {
 // on an empty base, user 65534 (the DaemonSet runs it as root with two capabilities).
 func exporterImage(t *testing.T, root, work string) node.Image {
 	bin := filepath.Join(work, "quota_exporter")
-	buildCmd(t, root, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", bin, "./exporter/cmd/quota_exporter")
+	testenv.BuildGo(t, root, "./exporter/cmd/quota_exporter", bin)
 	return node.Image{Ref: exporterRef, Files: map[string]string{"/bin/quota_exporter": bin},
 		Entrypoint: []string{"/bin/quota_exporter"}, User: "65534:65534"}
 }
@@ -61,9 +62,9 @@ func workloadsImage(t *testing.T, root, work string) node.Image {
 		buildCmd(t, w, nil, "javac", "-d", filepath.Join(app, j.dir), j.src)
 	}
 	for _, g := range []string{"go-gomaxprocs", "go-healthy"} {
-		buildCmd(t, filepath.Join(w, g), []string{"CGO_ENABLED=0", "GOTOOLCHAIN=local"}, "go", "build", "-trimpath", "-o", filepath.Join(app, g), ".")
+		testenv.BuildGo(t, filepath.Join(w, g), ".", filepath.Join(app, g))
 	}
-	buildCmd(t, w, nil, "gcc", "-O2", "-Wall", "-pthread", "-o", filepath.Join(app, "rss_creep"), "rss-creep/rss_creep.c")
+	testenv.BuildC(t, filepath.Join(w, "rss-creep", "rss_creep.c"), filepath.Join(app, "rss_creep"), "-O2", "-Wall", "-pthread")
 
 	javac, err := exec.LookPath("javac")
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -35,11 +34,6 @@ var planted = []struct{ alert, pod, container string }{
 
 // calm pods must fire nothing.
 var calm = []string{"jvm-healthy", "go-healthy", "two-containers", "pod-level", "static-sleeper-quota-kubenode"}
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -85,7 +79,7 @@ func prerequisites(t *testing.T) {
 // PodMonitor says, and checks names, OOM counting, in-place resize, alerts, diagnose and the Helm chart.
 func TestKubeNode(t *testing.T) {
 	prerequisites(t)
-	root := repoRoot()
+	root := testenv.RepoRoot()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	start := time.Now()

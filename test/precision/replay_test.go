@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -15,12 +14,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/quota-exporter/quota_exporter/test/e2e/stack"
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+// repoRoot is testenv.RepoRoot.
+var repoRoot = testenv.RepoRoot
 
 // TestRecordedWorkloads runs the rendered rules (alerts/quota-*.yaml, as shipped: real `for`
 // durations and thresholds) with promtool over the recorded expositions of the real exporter

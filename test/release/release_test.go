@@ -45,7 +45,7 @@ const (
 )
 
 var (
-	root       = repoRoot()
+	root       = testenv.RepoRoot()
 	releaseDir string // set by TestMain
 )
 
@@ -70,11 +70,6 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())
-}
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 func version(t *testing.T) string {

@@ -1,5 +1,7 @@
-// Package testenv holds what the test module's packages share about their environment. This
-// module cannot import the main module's internal testutil, so Require is repeated here once.
+// Package testenv holds what the test module's packages share about their environment: the
+// repository's root, the prerequisites, the builds of the exporter and the workloads. This
+// module cannot import the main module's internal testutil, so Require and a simpler build
+// (into a path the caller names, no cache) are repeated here once.
 package testenv
 
 import (

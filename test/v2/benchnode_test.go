@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 	"github.com/quota-exporter/quota_exporter/test/v2/vm"
 )
 
@@ -39,23 +40,18 @@ func TestBenchNodeInVM(t *testing.T) {
 	}
 	host := vm.Find(t)
 	dir := t.TempDir()
-	root := repoRoot()
+	root := testenv.RepoRoot()
 	bins := filepath.Join(dir, "bins")
 	if err := os.MkdirAll(bins, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	static := []string{"CGO_ENABLED=0"}
 	profile := os.Getenv("QUOTA_BENCH_V2_PPROF") == "1"
-	build := []string{"build", "-trimpath", "-o", filepath.Join(bins, "quota_exporter")}
+	var tags []string
 	if profile {
-		build = append(build, "-tags", "pprof")
+		tags = []string{"-tags", "pprof"}
 	}
-	if err := run(root, static, "go", append(build, "./exporter/cmd/quota_exporter")...); err != nil {
-		t.Fatal(err)
-	}
-	if err := run(filepath.Join(root, "test"), static, "go", "build", "-trimpath", "-o", filepath.Join(bins, "benchnode"), "./benchnode/cmd/benchnode"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.BuildExporter(t, filepath.Join(bins, "quota_exporter"), tags...)
+	testenv.BuildGo(t, filepath.Join(root, "test"), "./benchnode/cmd/benchnode", filepath.Join(bins, "benchnode"))
 	im, err := imageWith(host, dir, bins, "quota_exporter", "benchnode")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 	"github.com/quota-exporter/quota_exporter/test/v2/vm"
 )
 
@@ -57,12 +58,10 @@ func stallScenario() string {
 func bootStallScenario(t *testing.T, host *vm.Host) *vm.Result {
 	t.Helper()
 	dir := t.TempDir()
-	root := repoRoot()
+	root := testenv.RepoRoot()
 	bins := filepath.Join(dir, "bins")
 	for name, pkg := range map[string]string{"quota_exporter": "./exporter/cmd/quota_exporter", "stalltrace": "./exporter/internal/cfsstall/cmd/stalltrace"} {
-		if err := run(root, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", filepath.Join(bins, name), pkg); err != nil {
-			t.Fatal(err)
-		}
+		testenv.BuildGo(t, root, pkg, filepath.Join(bins, name))
 	}
 	im, err := imageWith(host, dir, bins, "quota_exporter", "stalltrace")
 	if err != nil {

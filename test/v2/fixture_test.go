@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 // The VM's own cgroup files become a committed fixture host of the collector's unit tests
@@ -21,7 +23,7 @@ import (
 const fixtureUpdateEnv = "QUOTA_V2_FIXTURE_UPDATE"
 
 func fixtureDir(name string) string {
-	return filepath.Join(repoRoot(), "exporter", "collector", "testdata", "hosts", name)
+	return filepath.Join(testenv.RepoRoot(), "exporter", "collector", "testdata", "hosts", name)
 }
 
 // vmFixture turns the frozen dump (files-before) and the VM's mountinfo into the fixture's

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
 // jdk is an installed JDK whose jlinked runtime runs in the VM.
@@ -197,7 +199,7 @@ func addJVMs(im interface {
 	}
 	classes := filepath.Join(dir, "probe")
 	if err := run(dir, nil, filepath.Join(jdks[0].home, "bin", "javac"), "--release", "11", "-d", classes,
-		filepath.Join(repoRoot(), "test", "v2", "testdata", "JvmProbe.java")); err != nil {
+		filepath.Join(testenv.RepoRoot(), "test", "v2", "testdata", "JvmProbe.java")); err != nil {
 		return err
 	}
 	if err := im.AddFile("/probe/JvmProbe.class", filepath.Join(classes, "JvmProbe.class")); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 	"github.com/quota-exporter/quota_exporter/test/v2/vm"
 )
 
@@ -20,9 +21,7 @@ func TestGoMemLimit(t *testing.T) {
 	host := vm.Find(t)
 	dir := t.TempDir()
 	bins := filepath.Join(dir, "bins")
-	if err := run(repoRoot(), []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", filepath.Join(bins, "quota_exporter"), "./exporter/cmd/quota_exporter"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.BuildExporter(t, filepath.Join(bins, "quota_exporter"))
 	im, err := imageWith(host, dir, bins, "quota_exporter")
 	if err != nil {
 		t.Fatal(err)

@@ -11,12 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/test/testenv"
 	"github.com/quota-exporter/quota_exporter/test/v2/vm"
 )
 
@@ -237,7 +237,7 @@ func bootScenario(host *vm.Host, jdks []jdk) (*vm.Result, error) {
 	if os.Getenv("QUOTA_VM_DEBUG") != "1" {
 		defer os.RemoveAll(dir)
 	}
-	root := repoRoot()
+	root := testenv.RepoRoot()
 	bins := filepath.Join(dir, "bins")
 	if err := os.MkdirAll(bins, 0o755); err != nil {
 		return nil, err
@@ -311,9 +311,4 @@ func run(dir string, env []string, name string, args ...string) error {
 		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
