@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/test/internal/runner"
 	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
 )
 
@@ -69,7 +70,7 @@ func checkChart(t *testing.T, ctx context.Context, n *node.Node, root, work, ima
 			}
 		} else if time.Now().After(deadline) {
 			events, _ := n.Kubectl(ctx, "-n", "chart", "get", "events")
-			t.Fatalf("chart: no ready pod within 3m\n%s", tailStr(events, 4000))
+			t.Fatalf("chart: no ready pod within 3m\n%s", runner.Tail(events, 4000))
 		}
 		time.Sleep(2 * time.Second)
 	}

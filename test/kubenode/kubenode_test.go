@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/quota-exporter/quota_exporter/test/e2e/stack"
+	"github.com/quota-exporter/quota_exporter/test/internal/runner"
 	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
 	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
@@ -40,13 +41,6 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func tailStr(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }
 
 func freePorts(t *testing.T, k int) []int {
@@ -112,7 +106,7 @@ func TestKubeNode(t *testing.T) {
 		if t.Failed() {
 			for _, c := range []string{"kubelet", "containerd"} {
 				b, _ := os.ReadFile(n.LogPath(c))
-				t.Logf("%s log (tail):\n%s", c, tailStr(string(b), 4000))
+				t.Logf("%s log (tail):\n%s", c, runner.Tail(string(b), 4000))
 			}
 		}
 		n.Stop()
@@ -276,7 +270,7 @@ func waitRunning(t *testing.T, ctx context.Context, n *node.Node) pod {
 		}
 		if time.Now().After(deadline) {
 			out, _ := n.Kubectl(ctx, "get", "events", "--all-namespaces")
-			t.Fatalf("pods not running within 4m: %v (%d pods)\nevents:\n%s", waiting, len(ps), tailStr(out, 6000))
+			t.Fatalf("pods not running within 4m: %v (%d pods)\nevents:\n%s", waiting, len(ps), runner.Tail(out, 6000))
 		}
 		time.Sleep(2 * time.Second)
 	}
@@ -510,10 +504,10 @@ func checkDiagnose(t *testing.T, ctx context.Context, n *node.Node, exporterPod 
 			// Seen once here (containerd logged a TaskOOM in that second): diagnose builds a second
 			// set of collectors in the exporter's container,
 			// and both together passed the DaemonSet's 192Mi memory limit on this busy host.
-			t.Errorf("diagnose was killed (SIGKILL, exit 137: the container's OOM kill) in the exporter's pod:\n%s", tailStr(out, 2000))
+			t.Errorf("diagnose was killed (SIGKILL, exit 137: the container's OOM kill) in the exporter's pod:\n%s", runner.Tail(out, 2000))
 			return
 		}
-		t.Errorf("diagnose in the pod found nothing:\n%s", tailStr(out, 4000))
+		t.Errorf("diagnose in the pod found nothing:\n%s", runner.Tail(out, 4000))
 		return
 	}
 	text := out

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/quota-exporter/quota_exporter/test/e2e/stack"
+	"github.com/quota-exporter/quota_exporter/test/internal/runner"
 	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
 )
 
@@ -152,7 +153,7 @@ alerting:
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
-			t.Fatalf("prometheus did not load its rules within 90s:\n%s", tailStr(string(b), 3000))
+			t.Fatalf("prometheus did not load its rules within 90s:\n%s", runner.Tail(string(b), 3000))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

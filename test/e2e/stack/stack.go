@@ -6,12 +6,10 @@
 package stack
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/internal/runner"
 )
 
 // Scenarios are the workloads of examples/workloads/run.sh, one cgroup each.
@@ -243,7 +243,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	// 3. Exporter, only our cgroups.
-	port, err := freePort()
+	port, err := runner.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +268,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	// 4. Alertmanager, from examples/alertmanager/alertmanager.yml with our webhook address.
-	amPort, err := freePort()
+	amPort, err := runner.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +297,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	// 5. Prometheus.
-	promPort, err := freePort()
+	promPort, err := runner.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +388,7 @@ func (s *Stack) Stop() error {
 		errs = append(errs, err)
 	}
 	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].stop()
+		procs[i].Stop(10 * time.Second)
 	}
 	if s.Webhook != nil {
 		s.Webhook.Close()
@@ -401,83 +401,29 @@ func (s *Stack) Stop() error {
 
 // ---- processes ----
 
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  *os.File
-}
+type proc = runner.Proc
 
 func (s *Stack) startProc(name, bin string, args ...string) error {
-	if err := os.MkdirAll(filepath.Join(s.Dir, "logs"), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(s.LogPath(name))
+	p, err := runner.Start(name, s.LogPath(name), bin, args...)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// Own process group (we signal the group); killed with us if this process dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: f}
-	go func() { cmd.Wait(); close(p.done) }()
 	s.mu.Lock()
 	s.procs = append(s.procs, p)
 	s.mu.Unlock()
-	s.logf("%s: pid %d, log %s", name, cmd.Process.Pid, s.LogPath(name))
+	s.logf("%s: pid %d, log %s", name, p.Pid(), s.LogPath(name))
 	return nil
-}
-
-func (p *proc) stop() {
-	pgid := -p.cmd.Process.Pid
-	syscall.Kill(pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		syscall.Kill(pgid, syscall.SIGKILL)
-		select {
-		case <-p.done:
-		case <-time.After(5 * time.Second):
-		}
-	}
-	p.log.Close()
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // run runs a short-lived command with a time bound; its output goes to the error on failure.
 func (s *Stack) run(ctx context.Context, limit time.Duration, dir string, env []string, name string, args ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = 5 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if s.opts.Logf != nil && out.Len() > 0 {
-		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	out, err := runner.Run(ctx, limit, dir, env, append([]string{name}, args...)...)
+	if s.opts.Logf != nil && out != "" {
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 			s.logf("  %s", l)
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, tail(out.String(), 3000))
-	}
-	return nil
+	return err
 }
 
 func (s *Stack) waitHTTP(ctx context.Context, name, url string, limit time.Duration) error {
@@ -485,13 +431,13 @@ func (s *Stack) waitHTTP(ctx context.Context, name, url string, limit time.Durat
 	var p *proc
 	s.mu.Lock()
 	for _, q := range s.procs {
-		if q.name == name {
+		if q.Name == name {
 			p = q
 		}
 	}
 	s.mu.Unlock()
 	for time.Now().Before(deadline) {
-		if p != nil && p.exited() {
+		if p != nil && p.Exited() {
 			return fmt.Errorf("%s exited: %s", name, s.logTail(name))
 		}
 		if resp, err := httpGet(ctx, url); err == nil {
@@ -511,7 +457,7 @@ func (s *Stack) waitHTTP(ctx context.Context, name, url string, limit time.Durat
 
 func (s *Stack) logTail(name string) string {
 	b, _ := os.ReadFile(s.LogPath(name))
-	return tail(string(b), 2000)
+	return runner.Tail(string(b), 2000)
 }
 
 // Alive reports processes of the stack that have exited (they should all keep running).
@@ -520,27 +466,11 @@ func (s *Stack) Exited() []string {
 	defer s.mu.Unlock()
 	var out []string
 	for _, p := range s.procs {
-		if p.exited() {
-			out = append(out, p.name)
+		if p.Exited() {
+			out = append(out, p.Name)
 		}
 	}
 	return out
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func httpGet(ctx context.Context, url string) (*http.Response, error) {

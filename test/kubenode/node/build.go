@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/internal/runner"
 )
 
 // Commands are the Kubernetes binaries a node needs, built from k8sbuild's go.mod.
@@ -70,7 +72,7 @@ func BuildKubernetes(ctx context.Context, modDir string, logf func(string, ...an
 	// setting than the last build's recompiles every package that depends on net (all of them).
 	start := time.Now()
 	cmd := []string{"go"}
-	out, err := runIn(ctx, 30*time.Minute, modDir, []string{"CGO_ENABLED=1", "GOFLAGS=-mod=mod -buildvcs=false"}, append(cmd, args...)...)
+	out, err := runner.Run(ctx, 30*time.Minute, modDir, []string{"CGO_ENABLED=1", "GOFLAGS=-mod=mod -buildvcs=false"}, append(cmd, args...)...)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return "", fmt.Errorf("building Kubernetes: %w\n%s", err, out)

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/internal/runner"
 )
 
 // Base holds one directory per run (run-<pid>) and the lock that keeps two runs apart.
@@ -214,7 +216,7 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	if err := os.WriteFile(filepath.Join(n.Dir, "cni", "net.d", "10-kubenode.conflist"), []byte(n.cniConfig()), 0o644); err != nil {
 		return nil, err
 	}
-	ctrd, err := n.start("containerd", "nsenter", "--mount=/proc/"+strconv.Itoa(n.holder.cmd.Process.Pid)+"/ns/mnt", "--",
+	ctrd, err := n.start("containerd", "nsenter", "--mount=/proc/"+strconv.Itoa(n.holder.Pid())+"/ns/mnt", "--",
 		"containerd", "--config", cfg)
 	if err != nil {
 		return nil, err
@@ -242,7 +244,7 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	if err := os.WriteFile(kcfg, []byte(n.kubeletConfig(p, kubeletPort)), 0o644); err != nil {
 		return nil, err
 	}
-	kubelet, err := n.start("kubelet", "nsenter", "--mount=/proc/"+strconv.Itoa(n.holder.cmd.Process.Pid)+"/ns/mnt", "--",
+	kubelet, err := n.start("kubelet", "nsenter", "--mount=/proc/"+strconv.Itoa(n.holder.Pid())+"/ns/mnt", "--",
 		bin("kubelet"), "--config="+kcfg, "--kubeconfig="+kubeletKubeconfig,
 		"--root-dir="+filepath.Join(n.Dir, "kubelet", "root"), "--hostname-override="+n.Name, "--node-ip="+NodeIP, "--v=2")
 	if err != nil {
@@ -251,8 +253,8 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		for _, q := range []*proc{etcd, api, kcm, sched, ctrd, kubelet} {
-			if q.exited() {
-				return nil, fmt.Errorf("%s exited: %s", q.name, n.logTail(q.name))
+			if q.Exited() {
+				return nil, fmt.Errorf("%s exited: %s", q.Name, n.logTail(q.Name))
 			}
 		}
 		out, _ := n.Kubectl(ctx, "get", "node", n.Name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
@@ -381,7 +383,7 @@ func (n *Node) ImportImage(ctx context.Context, im Image) error {
 
 // ImportArchive imports a docker-archive or OCI tarball.
 func (n *Node) ImportArchive(ctx context.Context, file string) error {
-	_, err := run(ctx, 5*time.Minute, nil, "nsenter", "--mount=/proc/"+strconv.Itoa(n.holder.cmd.Process.Pid)+"/ns/mnt", "--",
+	_, err := run(ctx, 5*time.Minute, nil, "nsenter", "--mount=/proc/"+strconv.Itoa(n.holder.Pid())+"/ns/mnt", "--",
 		"ctr", "--address", n.Socket, "--namespace", "k8s.io", "images", "import", "--no-unpack=false", file)
 	return err
 }
@@ -412,10 +414,10 @@ func (n *Node) Stop() {
 		}
 	}
 	for i := len(n.procs) - 1; i >= 0; i-- {
-		if n.procs[i].name == "containerd" && !n.procs[i].exited() {
+		if n.procs[i].Name == "containerd" && !n.procs[i].Exited() {
 			n.removeContainers(ctx)
 		}
-		n.procs[i].stop(15 * time.Second)
+		n.procs[i].Stop(15 * time.Second)
 	}
 	if n.Socket != "" {
 		killByArg(n.Socket) // shims whose containers could not be deleted
@@ -428,8 +430,8 @@ func (n *Node) Stop() {
 
 func (n *Node) kubeletRunning() bool {
 	for _, p := range n.procs {
-		if p.name == "kubelet" {
-			return !p.exited()
+		if p.Name == "kubelet" {
+			return !p.Exited()
 		}
 	}
 	return false
@@ -550,8 +552,8 @@ func removePodLogs(dir string) {
 func (n *Node) waitHTTP(ctx context.Context, p *proc, url string, tls bool, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if p.exited() {
-			return fmt.Errorf("%s exited: %s", p.name, n.logTail(p.name))
+		if p.Exited() {
+			return fmt.Errorf("%s exited: %s", p.Name, n.logTail(p.Name))
 		}
 		var err error
 		if tls {
@@ -570,26 +572,26 @@ func (n *Node) waitHTTP(ctx context.Context, p *proc, url string, tls bool, limi
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return fmt.Errorf("%s not ready at %s within %s: %s", p.name, url, limit, n.logTail(p.name))
+	return fmt.Errorf("%s not ready at %s within %s: %s", p.Name, url, limit, n.logTail(p.Name))
 }
 
 func (n *Node) waitFile(ctx context.Context, p *proc, file string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if p.exited() {
-			return fmt.Errorf("%s exited: %s", p.name, n.logTail(p.name))
+		if p.Exited() {
+			return fmt.Errorf("%s exited: %s", p.Name, n.logTail(p.Name))
 		}
 		if _, err := os.Stat(file); err == nil {
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("%s: no %s within %s: %s", p.name, file, limit, n.logTail(p.name))
+	return fmt.Errorf("%s: no %s within %s: %s", p.Name, file, limit, n.logTail(p.Name))
 }
 
 func (n *Node) logTail(name string) string {
 	b, _ := os.ReadFile(n.LogPath(name))
-	return tail(string(b), 3000)
+	return runner.Tail(string(b), 3000)
 }
 
 func freePorts(k int) ([]int, error) {

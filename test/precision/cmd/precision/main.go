@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -32,6 +31,7 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/test/e2e/stack"
+	"github.com/quota-exporter/quota_exporter/test/internal/runner"
 	"github.com/quota-exporter/quota_exporter/test/precision"
 )
 
@@ -459,11 +459,5 @@ func waitOK(ctx context.Context, u string) error {
 	return fmt.Errorf("%s not ready within 2m", u)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is runner.FreePort.
+var freePort = runner.FreePort
