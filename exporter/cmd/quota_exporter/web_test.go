@@ -45,8 +45,8 @@ func stalledClient(t *testing.T, addr string, n int) net.Conn {
 }
 
 // scrapeWithin scrapes url with a client timeout of limit and returns the status, the
-// body's size and the time taken.
-func scrapeWithin(t *testing.T, url string, limit time.Duration) (int, int, time.Duration) {
+// body and the time taken.
+func scrapeWithin(t *testing.T, url string, limit time.Duration) (int, string, time.Duration) {
 	t.Helper()
 	c := http.Client{Timeout: limit}
 	start := time.Now()
@@ -59,20 +59,7 @@ func scrapeWithin(t *testing.T, url string, limit time.Duration) (int, int, time
 	if err != nil {
 		t.Fatalf("GET %s: reading: %v after %v", url, err, time.Since(start))
 	}
-	return resp.StatusCode, len(b), time.Since(start)
-}
-
-// scrapeBody returns the status and body of one scrape.
-func scrapeBody(t *testing.T, url string, limit time.Duration) (int, string) {
-	t.Helper()
-	c := http.Client{Timeout: limit}
-	resp, err := c.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), time.Since(start)
 }
 
 // handled sums promhttp_metric_handler_requests_total over its codes.
@@ -99,9 +86,9 @@ func TestStalledClientsDoNotHoldSlots(t *testing.T) {
 	const scrapeTimeout = 5 * time.Second
 	addr := startExporter(t, nil, bin, "--web.max-requests=40", "--scrape.timeout="+scrapeTimeout.String(),
 		"--web.write-timeout=60s", "--throttle.full-histograms", "--memory.detail")
-	status, size, took := scrapeWithin(t, "http://"+addr+"/metrics", scrapeTimeout+2*time.Second)
-	t.Logf("a scrape: %d, %d bytes in %v", status, size, took)
-	pipelined := 4<<20/size + 1 // whole responses beyond what the kernel buffers
+	status, body, took := scrapeWithin(t, "http://"+addr+"/metrics", scrapeTimeout+2*time.Second)
+	t.Logf("a scrape: %d, %d bytes in %v", status, len(body), took)
+	pipelined := 4<<20/len(body) + 1 // whole responses beyond what the kernel buffers
 	var conns []net.Conn
 	for range 40 {
 		conns = append(conns, stalledClient(t, addr, pipelined))
@@ -113,7 +100,7 @@ func TestStalledClientsDoNotHoldSlots(t *testing.T) {
 	last, settled := -1.0, time.Now().Add(30*time.Second)
 	for {
 		time.Sleep(time.Second)
-		status, body := scrapeBody(t, "http://"+addr+"/metrics", scrapeTimeout)
+		status, body, _ := scrapeWithin(t, "http://"+addr+"/metrics", scrapeTimeout)
 		n := handled(body)
 		t.Logf("scrape while the stalled clients settle: %d, %v requests handled", status, n)
 		if status == http.StatusOK && n == last+1 { // only this scrape since the last
@@ -127,8 +114,8 @@ func TestStalledClientsDoNotHoldSlots(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		status, size, took := scrapeWithin(t, "http://"+addr+"/metrics", scrapeTimeout)
-		t.Logf("scrape %d with 40 stalled clients: %d, %d bytes in %v", i, status, size, took)
+		status, body, took := scrapeWithin(t, "http://"+addr+"/metrics", scrapeTimeout)
+		t.Logf("scrape %d with 40 stalled clients: %d, %d bytes in %v", i, status, len(body), took)
 		if status != http.StatusOK {
 			t.Errorf("scrape with 40 stalled clients: status %d", status)
 		}

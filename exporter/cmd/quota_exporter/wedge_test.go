@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,23 +37,17 @@ func threadsOf(t *testing.T, pid int) int {
 	return 0
 }
 
+// scrape returns the exposition at addr, failing unless it comes within limit with status 200.
 func scrape(t *testing.T, addr string, limit time.Duration) string {
 	t.Helper()
-	begin := time.Now()
-	c := http.Client{Timeout: 3 * limit}
-	resp, err := c.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	status, body, took := scrapeWithin(t, "http://"+addr+"/metrics", 3*limit)
+	if took > limit {
+		t.Fatalf("scrape took %v, limit %v", took, limit)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if d := time.Since(begin); d > limit {
-		t.Fatalf("scrape took %v, limit %v", d, limit)
+	if status != http.StatusOK {
+		t.Fatalf("scrape: %d\n%s", status, body)
 	}
-	if resp.StatusCode != 200 {
-		t.Fatalf("scrape: %s\n%s", resp.Status, b)
-	}
-	return string(b)
+	return body
 }
 
 // The real binary over a fixture host whose one cgroup has FIFOs in place of its
