@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/internal/runner"
 )
 
 // TargetOptions say how to run and measure one exporter binary.
@@ -96,7 +97,7 @@ func RunTarget(ctx context.Context, o TargetOptions) (*TargetResult, error) {
 	if o.ListenFlag == "" {
 		o.ListenFlag = "--web.listen-address"
 	}
-	port, err := freePort()
+	port, err := runner.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -310,15 +311,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // clkTck is USER_HZ, the unit of utime and stime (100 on Linux).

@@ -23,19 +23,6 @@ const (
 	exporterRef  = "quota-kubenode/quota-exporter:test"
 )
 
-// buildCmd runs a build step in dir.
-func buildCmd(t *testing.T, dir string, env []string, name string, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
 // pauseImage: the static pause program (testdata/pause.c).
 func pauseImage(t *testing.T, work string) node.Image {
 	bin := filepath.Join(work, "pause")
@@ -59,7 +46,7 @@ func workloadsImage(t *testing.T, root, work string) node.Image {
 	w := filepath.Join(root, "examples", "workloads")
 	app := filepath.Join(work, "app")
 	for _, j := range []struct{ dir, src string }{{"gc-storm", "jvm-gc-storm/GcStorm.java"}, {"healthy", "jvm-healthy/Healthy.java"}} {
-		buildCmd(t, w, nil, "javac", "-d", filepath.Join(app, j.dir), j.src)
+		testenv.Tool(t, w, nil, "javac", "-d", filepath.Join(app, j.dir), j.src)
 	}
 	for _, g := range []string{"go-gomaxprocs", "go-healthy"} {
 		testenv.BuildGo(t, filepath.Join(w, g), ".", filepath.Join(app, g))
@@ -82,7 +69,7 @@ func workloadsImage(t *testing.T, root, work string) node.Image {
 		tmp := fmt.Sprintf("%s.tmp%d", jre, os.Getpid())
 		os.RemoveAll(tmp)
 		must(t, os.MkdirAll(filepath.Dir(jre), 0o755))
-		buildCmd(t, work, nil, filepath.Join(jdkHome, "bin", "jlink"), "--add-modules", "java.base,java.management",
+		testenv.Tool(t, work, nil, filepath.Join(jdkHome, "bin", "jlink"), "--add-modules", "java.base,java.management",
 			"--strip-debug", "--no-man-pages", "--no-header-files", "--output", tmp)
 		must(t, os.Rename(tmp, jre))
 	}

@@ -24,7 +24,7 @@ func RepoRoot() string {
 func BuildGo(t testing.TB, dir, pkg, out string, flags ...string) {
 	t.Helper()
 	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", out, pkg)
-	build(t, dir, []string{"CGO_ENABLED=0", "GOTOOLCHAIN=local"}, "go", args...)
+	Tool(t, dir, []string{"CGO_ENABLED=0", "GOTOOLCHAIN=local"}, "go", args...)
 }
 
 // BuildExporter builds the exporter into out (BuildGo).
@@ -37,11 +37,12 @@ func BuildExporter(t testing.TB, out string, flags ...string) {
 // No gcc skips the test (fails it on CI).
 func BuildC(t testing.TB, src, out string, flags ...string) {
 	t.Helper()
-	build(t, "", nil, "gcc", append(flags, "-o", out, src)...)
+	Tool(t, "", nil, "gcc", append(flags, "-o", out, src)...)
 }
 
-// build runs a compiler with env added; it fails the test with the compiler's output.
-func build(t testing.TB, dir string, env []string, name string, args ...string) {
+// Tool runs a build tool (go, gcc, javac, jlink) in dir with env added and a 10-minute bound,
+// failing the test with its output. A tool not in PATH skips the test (fails it on CI).
+func Tool(t testing.TB, dir string, env []string, name string, args ...string) {
 	t.Helper()
 	_, err := exec.LookPath(name)
 	Require(t, err == nil, name+" not found in PATH")
