@@ -31,18 +31,8 @@ func startQuotaBusy(t *testing.T, cg *testutil.Cgroup, classes string, opts ...s
 	t.Helper()
 	args := append(append([]string{"-Xshare:auto"}, opts...), "-cp", classes, "QuotaBusy", "idle")
 	cmd := cg.Command("java", args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	out := testutil.StartPiped(t, cmd)
 	lines := make(chan string, 1)
 	go func() {
 		s := bufio.NewScanner(out)

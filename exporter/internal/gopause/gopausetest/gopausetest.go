@@ -56,18 +56,8 @@ type Prog struct {
 // The test's cleanup kills it.
 func Start(t testing.TB, cmd *exec.Cmd) *Prog {
 	t.Helper()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	out := testutil.StartPiped(t, cmd)
 	line := make(chan string, 1)
 	go func() {
 		s, _ := bufio.NewReader(out).ReadString('\n')
