@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,97 +23,32 @@ type programs struct {
 	go126, go124, amp string // go.mod "go 1.26", "go 1.24", and go 1.26 + automaxprocs v1.6.0
 }
 
-var (
-	buildOnce sync.Once
-	built     programs
-	buildErr  error
-	buildDir  string // removed by TestMain
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// buildPrograms builds the test programs once per test binary run, concurrently, with the local
-// toolchain. Module and build caches are the user's, so only the first run anywhere downloads
-// automaxprocs (from the module proxy, checked against testdata/automaxprocs/go.sum).
+// buildPrograms builds the test programs once per test binary run (testutil.BuildGoFiles),
+// each from a copy of testdata so the build never writes into it. Module and build caches are
+// the user's, so only the first run anywhere downloads automaxprocs (from the module proxy,
+// checked against testdata/automaxprocs/go.sum).
 func buildPrograms(t *testing.T) programs {
 	t.Helper()
-	goBin := testutil.LookPath(t, "go")
-	buildOnce.Do(func() { built, buildErr = build(goBin) })
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return built
-}
-
-func build(goBin string) (programs, error) {
-	var err error
-	if buildDir, err = os.MkdirTemp("", "goruntime-test-"); err != nil {
-		return programs{}, err
-	}
-	src, err := os.ReadFile(filepath.Join("testdata", "prog", "main.go"))
-	if err != nil {
-		return programs{}, err
-	}
-	// Each program is built from a copy so the build never writes into testdata.
-	mk := func(name, gomod string, extra ...string) (string, error) {
-		d := filepath.Join(buildDir, name)
-		files := map[string][]byte{"main.go": src}
-		if gomod != "" {
-			files["go.mod"] = []byte(gomod)
+	read := func(path ...string) []byte {
+		b, err := os.ReadFile(filepath.Join(append([]string{"testdata"}, path...)...))
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, f := range extra {
-			b, err := os.ReadFile(filepath.Join("testdata", "automaxprocs", f))
-			if err != nil {
-				return "", err
-			}
-			files[f] = b
-		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", err
-		}
-		for f, b := range files {
-			if err := os.WriteFile(filepath.Join(d, f), b, 0o644); err != nil {
-				return "", err
-			}
-		}
-		return d, nil
+		return b
 	}
-	var p programs
-	dirs := []*string{&p.go126, &p.go124, &p.amp}
-	for i, spec := range []struct {
-		name, gomod string
-		extra       []string
-	}{
-		{"go126", "module example.com/go126\n\ngo 1.26\n", nil},
-		{"go124", "module example.com/go124\n\ngo 1.24\n", nil},
-		{"amp", "", []string{"go.mod", "go.sum", "amp.go"}},
-	} {
-		if *dirs[i], err = mk(spec.name, spec.gomod, spec.extra...); err != nil {
-			return programs{}, err
-		}
+	src := read("prog", "main.go")
+	module := func(gomod string) map[string][]byte {
+		return map[string][]byte{"main.go": src, "go.mod": []byte(gomod)}
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(dirs))
-	for i, d := range dirs {
-		wg.Go(func() {
-			out := filepath.Join(*d, "prog")
-			cmd := exec.Command(goBin, "build", "-o", out, ".")
-			cmd.Dir = *d
-			cmd.Env = append(cleanEnv(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off", "CGO_ENABLED=0")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				errs[i] = fmt.Errorf("go build in %s: %v\n%s", *d, err, b)
-			}
-			*d = out
-		})
+	amp := map[string][]byte{"main.go": src}
+	for _, f := range []string{"go.mod", "go.sum", "amp.go"} {
+		amp[f] = read("automaxprocs", f)
 	}
-	wg.Wait()
-	return p, errors.Join(errs...)
+	return programs{
+		go126: testutil.BuildGoFiles(t, "prog", module("module example.com/go126\n\ngo 1.26\n")),
+		go124: testutil.BuildGoFiles(t, "prog", module("module example.com/go124\n\ngo 1.24\n")),
+		amp:   testutil.BuildGoFiles(t, "prog", amp),
+	}
 }
 
 // started is a running test program and the GOMAXPROCS values it printed.

@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,15 +41,29 @@ func BuildGo(t testing.TB, dir string, flags ...string) string {
 // executable called name.
 func BuildGoSource(t testing.TB, name, source string) string {
 	t.Helper()
-	sum := sha256.Sum256([]byte(source))
-	dir := filepath.Join(buildDir(t), "src-"+hex.EncodeToString(sum[:8]), name)
-	built.mu.Lock()
-	err := os.MkdirAll(dir, 0o755)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "main.go"), []byte(source), 0o644)
+	return BuildGoFiles(t, name, map[string][]byte{"main.go": []byte(source), "go.mod": []byte("module " + name + "\n\ngo 1.26\n")})
+}
+
+// BuildGoFiles builds a module made of files (name to content: go.mod, go.sum and the main
+// package's sources) into an executable called name.
+func BuildGoFiles(t testing.TB, name string, files map[string][]byte) string {
+	t.Helper()
+	h := sha256.New()
+	for _, f := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(h, "%s %d\n", f, len(files[f]))
+		h.Write(files[f])
 	}
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module "+name+"\n\ngo 1.26\n"), 0o644)
+	dir := filepath.Join(buildDir(t), "src-"+hex.EncodeToString(h.Sum(nil)[:8]), name)
+	built.mu.Lock()
+	var err error
+	if !built.srcs[dir] { // written once: a build may be reading them
+		err = os.MkdirAll(dir, 0o755)
+		for f, b := range files {
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, f), b, 0o644)
+			}
+		}
+		built.srcs[dir] = err == nil
 	}
 	built.mu.Unlock()
 	if err != nil {
@@ -106,6 +122,7 @@ var built struct {
 	mu   sync.Mutex
 	dir  string
 	bins map[string]*build
+	srcs map[string]bool // source directories written
 }
 
 type build struct {
@@ -170,7 +187,7 @@ func buildDir(t testing.TB) string {
 	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask
 		t.Fatal(err)
 	}
-	built.dir, built.bins = dir, map[string]*build{}
+	built.dir, built.bins, built.srcs = dir, map[string]*build{}, map[string]bool{}
 	return dir
 }
 
