@@ -22,6 +22,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/collector"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/history"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/series"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 )
 
@@ -231,7 +232,7 @@ func bar(done, total time.Duration) string {
 func failedCollectors(mfs []*dto.MetricFamily) []string {
 	var out []string
 	for _, mf := range mfs {
-		if mf.GetName() != "quota_exporter_scrape_collector_success" {
+		if mf.GetName() != series.CollectorSuccess.Name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -252,7 +253,7 @@ func failedCollectors(mfs []*dto.MetricFamily) []string {
 func permissionErrors(mfs []*dto.MetricFamily) float64 {
 	n := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() != "quota_exporter_read_errors_total" {
+		if mf.GetName() != series.ReadErrors.Name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
