@@ -17,6 +17,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 func init() {
@@ -87,6 +88,8 @@ type throttleCollector struct {
 	quotas *cgroupfs.ProbeCache
 
 	adoptedAt time.Time // the scrape discovery last adopted (only the loop's goroutine)
+	// observe, when set, gets each window's ratio per cgroup (NewThrottleSampler).
+	observe func(cgroup string, ratio float64)
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
@@ -170,16 +173,30 @@ func (h *histogram) metric(d *prometheus.Desc, pairs []*dto.LabelPair, export []
 }
 
 func newThrottleCollector(env *Env) (Collector, error) {
+	return startThrottleSampler(env, nil), nil
+}
+
+// NewThrottleSampler starts the per-window throttling sampler on its own, as the throttle
+// collector does, and calls observe (if not nil) as each window closes, once per cgroup
+// sampled in it: its cgroup label and the window's throttled ratio, in window order, from
+// the sampler's goroutine with its lock held (observe must not block). diagnose follows the
+// windows this way. Close stops it.
+func NewThrottleSampler(env *Env, observe func(cgroup string, ratio float64)) interface{ Close() } {
+	return startThrottleSampler(env, observe)
+}
+
+func startThrottleSampler(env *Env, observe func(cgroup string, ratio float64)) *throttleCollector {
 	window := env.Config.ThrottleWindow
 	if window <= 0 {
 		window = time.Second
 	}
 	c := newThrottleSampler(env, window)
+	c.observe = observe
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.done = make(chan struct{})
 	go c.loop(ctx)
-	return c, nil
+	return c
 }
 
 // newThrottleSampler makes the collector without starting its loop (tests drive it).
@@ -453,7 +470,11 @@ func (c *throttleCollector) sample(ctx context.Context) {
 	}
 	for _, s := range list {
 		if s.win.ok {
-			s.ratio.observe(s.windowRatio())
+			r := s.windowRatio()
+			s.ratio.observe(r)
+			if c.observe != nil {
+				c.observe(tenantstr.Label(s.cg.Path), r) // the series' cgroup label
+			}
 		}
 	}
 	c.windows++

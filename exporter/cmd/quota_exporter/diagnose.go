@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -106,11 +107,9 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 // sampleWorkloads builds the collectors, gathers at the start and the end of duration and
 // turns the difference into workloads. Collectors that fail become notes, not errors: the
 // findings that need them are then missing, and the report says so. The throttling sampler
-// runs in a set of its own, gathered four times a window: its histograms' changes give the
-// order of throttled windows (the longest run), which the two full gathers cannot.
+// runs on its own and hands diagnose each window as it closes (diagnose.Windows): the
+// windows in order give the longest run of throttled ones, which two gathers cannot.
 func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, duration, warmup, timeout time.Duration, progress io.Writer, logger *slog.Logger) ([]diagnose.Workload, time.Duration, []string, error) {
-	// The throttled-window count needs the ratio histogram's le="0" bucket.
-	cfg.ThrottleFullHistograms = true
 	if cfg.ThrottleWindow <= 0 {
 		cfg.ThrottleWindow = time.Second
 	}
@@ -124,10 +123,11 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("cannot find cgroup hierarchies: %w", err)
 	}
-	var rest, sampler []string
+	var rest []string
+	sample := false
 	for _, n := range names {
 		if n == "throttle" {
-			sampler = append(sampler, n)
+			sample = true
 		} else {
 			rest = append(rest, n)
 		}
@@ -137,59 +137,50 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 		return nil, 0, nil, fmt.Errorf("cannot create collectors: %w", err)
 	}
 	defer set.Close()
-	thr, err := collector.NewSet(env, sampler)
-	if err != nil {
-		return nil, 0, nil, fmt.Errorf("cannot create collectors: %w", err)
+	// Windows close from the sampler's start on; the ones between the two gathers count.
+	var windows atomic.Pointer[diagnose.Windows]
+	if sample {
+		sampler := collector.NewThrottleSampler(env, func(cgroup string, ratio float64) {
+			if w := windows.Load(); w != nil {
+				w.Observe(cgroup, ratio)
+			}
+		})
+		defer sampler.Close()
 	}
-	defer thr.Close()
-	gather := func() ([]*dto.MetricFamily, error) {
-		mfs, err := set.Gather(ctx, timeout)
-		if mfs == nil {
-			return nil, err
-		}
-		t, err := thr.Gather(ctx, timeout)
-		if t == nil {
-			return nil, err
-		}
-		return append(mfs, t...), nil
-	}
-	// The sampler's first window starts with the set; one window in, every cgroup with a
-	// quota has a baseline, so the histograms' increase covers whole windows.
+	// One window in, the sampler has a baseline of every cgroup with a quota, so the windows
+	// from the first gather on are whole.
 	if !sleepCtx(ctx, cfg.ThrottleWindow+100*time.Millisecond) {
 		return nil, 0, nil, ctx.Err()
 	}
 	t0 := time.Now()
-	start, err := gather()
+	start, err := set.Gather(ctx, timeout)
 	if start == nil {
 		return nil, 0, nil, fmt.Errorf("first collection: %w", err)
 	}
-	runs := diagnose.NewRuns()
-	runs.Observe(start)
-	tick := max(cfg.ThrottleWindow/4, 50*time.Millisecond)
+	wins := diagnose.NewWindows()
+	windows.Store(wins)
+	const tick = 250 * time.Millisecond // the progress bar's
 	for elapsed := time.Duration(0); elapsed < duration; {
 		step := min(tick, duration-elapsed)
 		if !sleepCtx(ctx, step) {
 			return nil, 0, nil, ctx.Err()
 		}
 		elapsed += step
-		if mfs, _ := thr.Gather(ctx, timeout); mfs != nil {
-			runs.Observe(mfs)
-		}
 		if progress != nil {
 			fmt.Fprintf(progress, "\rsampling %s %3.0f/%.0f s", bar(elapsed, duration), elapsed.Seconds(), duration.Seconds())
 		}
 	}
+	windows.Store(nil)
 	if progress != nil {
 		fmt.Fprint(progress, "\r\x1b[K")
 	}
 	// The window is from the start of one collection to the start of the other: on a busy
 	// host a collection takes seconds, and both read their counters at about the same point.
 	window := time.Since(t0)
-	end, err := gather()
+	end, err := set.Gather(ctx, timeout)
 	if end == nil {
 		return nil, 0, nil, fmt.Errorf("second collection: %w", err)
 	}
-	runs.Observe(end)
 	var notes []string
 	notes = append(notes, failedCollectors(end)...)
 	// Unreadable processes are skipped quietly by the collectors; the report must say why
@@ -202,7 +193,7 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 		notes = append(notes, fmt.Sprintf("running as uid %d%s: the JVM, Go and arena findings need root with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH and may be missing (docs/diagnose.md)", uid, denied))
 	}
 	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Window: window, End: time.Now(), HostCPUs: hostCPUs(cfg.SysPath), WarmupWindow: warmup})
-	runs.Apply(ws)
+	wins.Apply(ws)
 	return ws, window, notes, nil
 }
 
