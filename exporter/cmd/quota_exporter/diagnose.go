@@ -18,6 +18,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/alecthomas/units"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"golang.org/x/term"
 
 	"github.com/quota-exporter/quota_exporter/exporter/collector"
@@ -59,7 +60,7 @@ func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
 		promMax:  c.Flag("prometheus.max-response-size", "With --prometheus.url: size bound of each query's response.").Default("64MiB").Bytes(),
 		promSel:  c.Flag("prometheus.selector", "With --prometheus.url: label matchers for every series, e.g. instance=\"node1:10137\" (cgroup paths repeat across nodes).").String(),
 		since:    c.Flag("since", "With --prometheus.url: the window of history to judge.").Default("24h").Duration(),
-		warmup:   c.Flag("warmup.window", "A process younger than this is warming up (JIT, class loading, caches): its throttling is judged as warm-up (the mixin's warmupWindow).").Default("10m").Duration(),
+		warmup:   c.Flag("warmup.window", "A process younger than this is warming up (JIT, class loading, caches): its throttling is judged as warm-up (the mixin's warmupWindow).").Default(model.Duration(diagnose.DefaultWarmupWindow).String()).Duration(),
 	}
 }
 
