@@ -53,13 +53,6 @@ const (
 	// of the sampler's windows (the throttling rule's); the mixin, without windows over 5
 	// minutes, looks at periods only.
 	systemThrottledWindowsShare = throttlingShare
-	// Runtime thread rules: diagnose reports a JVM's CPU count or parallel GC threads above
-	// ⌈limit⌉ and GOMAXPROCS above max(⌈limit⌉, 2) (Go 1.25's own default), where the
-	// mixin alerts from gcThreadsPerLimitCore and goMaxProcsPerLimitCore (2) per core:
-	// diagnose computes the exact setting, so any excess is worth its fix, while an alert
-	// across a fleet waits for a gross one. Every JVM or Go program the alerts fire for gets
-	// the finding (TestThresholdsAgainstMixin).
-	jvmThreadsPerLimitCPU = 1
 )
 
 // Thresholds shared with the mixin's alerts (quota-exporter-mixin/config.libsonnet).
@@ -268,13 +261,20 @@ func newFinding(rule string, sev Severity, w *Workload, p *Process, title string
 
 // jvmThreads: a JVM that sized its GC and JIT pools for more CPUs than its limit wakes all
 // of them at each collection, and they spend the period's quota in a few milliseconds.
+//
+// The runtime thread rules (jvmThreads, goMaxProcs) report a JVM's CPU count or parallel GC
+// threads above ⌈limit⌉ and GOMAXPROCS above max(⌈limit⌉, 2) (Go 1.25's own default), where
+// the mixin alerts from gcThreadsPerLimitCore and goMaxProcsPerLimitCore (2) per core:
+// diagnose computes the exact setting, so any excess is worth its fix, while an alert across
+// a fleet waits for a gross one. Every JVM or Go program the alerts fire for gets the finding
+// (TestThresholdsAgainstMixin).
 func jvmThreads(w *Workload, p Process) (Finding, bool) {
 	j := p.JVM
 	if j == nil || w.LimitCores <= 0 {
 		return Finding{}, false
 	}
 	n := limitCPUs(w.LimitCores)
-	if j.CPUCount <= jvmThreadsPerLimitCPU*n && j.ParallelGC <= jvmThreadsPerLimitCPU*n {
+	if j.CPUCount <= n && j.ParallelGC <= n {
 		return Finding{}, false
 	}
 	v, _ := jvm.ParseVersion(j.Version)
