@@ -1,5 +1,5 @@
 // The mixin's thresholds that diagnose shares or deliberately departs from (thresholds.go),
-// rendered into mixin_thresholds.json by `go generate ./exporter/internal/diagnose/`.
+// rendered into mixin_thresholds.json by `make mixin` (go generate ./exporter/internal/diagnose/).
 // TestMixinThresholdsRendered fails when the JSON is stale.
 local c = (import '../../../quota-exporter-mixin/config.libsonnet')._config;
 
