@@ -17,7 +17,6 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 func init() {
@@ -88,8 +87,6 @@ type throttleCollector struct {
 	quotas *cgroupfs.ProbeCache
 
 	adoptedAt time.Time // the scrape discovery last adopted (only the loop's goroutine)
-	// observe, when set, gets each window's ratio per cgroup (NewThrottleSampler).
-	observe func(cgroup string, ratio float64)
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
@@ -97,6 +94,8 @@ type throttleCollector struct {
 	open    int               // descriptors held
 	spent   time.Duration
 	windows uint64
+	// observe, when set, is told each cgroup's ratio as its window closes (NewThrottleSampler).
+	observe func(cgroup string, ratio float64)
 }
 
 // throttleSeries is one cgroup's sampler state: cpu.stat (held open when within the
@@ -173,30 +172,16 @@ func (h *histogram) metric(d *prometheus.Desc, pairs []*dto.LabelPair, export []
 }
 
 func newThrottleCollector(env *Env) (Collector, error) {
-	return startThrottleSampler(env, nil), nil
-}
-
-// NewThrottleSampler starts the per-window throttling sampler on its own, as the throttle
-// collector does, and calls observe (if not nil) as each window closes, once per cgroup
-// sampled in it: its cgroup label and the window's throttled ratio, in window order, from
-// the sampler's goroutine with its lock held (observe must not block). diagnose follows the
-// windows this way. Close stops it.
-func NewThrottleSampler(env *Env, observe func(cgroup string, ratio float64)) interface{ Close() } {
-	return startThrottleSampler(env, observe)
-}
-
-func startThrottleSampler(env *Env, observe func(cgroup string, ratio float64)) *throttleCollector {
 	window := env.Config.ThrottleWindow
 	if window <= 0 {
 		window = time.Second
 	}
 	c := newThrottleSampler(env, window)
-	c.observe = observe
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.done = make(chan struct{})
 	go c.loop(ctx)
-	return c
+	return c, nil
 }
 
 // newThrottleSampler makes the collector without starting its loop (tests drive it).
@@ -473,7 +458,7 @@ func (c *throttleCollector) sample(ctx context.Context) {
 			r := s.windowRatio()
 			s.ratio.observe(r)
 			if c.observe != nil {
-				c.observe(tenantstr.Label(s.cg.Path), r) // the series' cgroup label
+				c.observe(s.cg.Path, r)
 			}
 		}
 	}
@@ -526,4 +511,18 @@ func (c *throttleCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 	ch <- prometheus.MustNewConstMetric(samplerSecondsDesc, prometheus.CounterValue, c.spent.Seconds())
 	ch <- prometheus.MustNewConstMetric(samplerWindowsDesc, prometheus.CounterValue, float64(c.windows))
 	return nil
+}
+
+// NewThrottleSampler starts the per-window throttling sampler on its own, as the throttle
+// collector does, and calls observe as each window closes, once per cgroup sampled in it:
+// the cgroup's path and the window's throttled ratio, in window order, from the sampler's
+// goroutine with its lock held (observe must not block). diagnose follows the windows this
+// way instead of scraping the histograms. Close stops it.
+func NewThrottleSampler(env *Env, observe func(cgroup string, ratio float64)) interface{ Close() } {
+	col, _ := newThrottleCollector(env) // never fails
+	c := col.(*throttleCollector)
+	c.mu.Lock() // the loop reads observe under mu: set before its first window closes or between two
+	c.observe = observe
+	c.mu.Unlock()
+	return c
 }

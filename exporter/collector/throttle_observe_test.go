@@ -12,7 +12,7 @@ import (
 )
 
 // TestThrottleSamplerObserve: NewThrottleSampler hands every window it closes to observe,
-// with the cgroup label, in the histogram's place: as many windows as the histogram
+// with the cgroup's path, in the histogram's place: as many windows as the histogram
 // counts, throttled ones among them for a busy loop in a 0.1-core quota.
 func TestThrottleSamplerObserve(t *testing.T) {
 	cg := testutil.NewTopCgroup(t, "observe", testutil.CgroupOptions{QuotaUS: 10000, PeriodUS: 100000})
@@ -31,12 +31,12 @@ func TestThrottleSamplerObserve(t *testing.T) {
 		mu        sync.Mutex
 		windows   int
 		throttled int
-		labels    = map[string]bool{}
+		paths     = map[string]bool{}
 	)
 	s := NewThrottleSampler(env, func(cgroup string, ratio float64) {
 		mu.Lock()
 		defer mu.Unlock()
-		labels[cgroup] = true
+		paths[cgroup] = true
 		windows++
 		if ratio > 0 {
 			throttled++
@@ -54,8 +54,8 @@ func TestThrottleSamplerObserve(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	c.mu.Unlock()
-	if windows == 0 || uint64(windows) != count || len(labels) != 1 || !labels[cg.Path] {
-		t.Errorf("observed %d windows of %v, the histograms count %d, want them all for %s", windows, labels, count, cg.Path)
+	if windows == 0 || uint64(windows) != count || len(paths) != 1 || !paths[cg.Path] {
+		t.Errorf("observed %d windows of %v, the histograms count %d, want them all for %s", windows, paths, count, cg.Path)
 	}
 	if throttled == 0 {
 		t.Errorf("no throttled window of %d for a busy loop in a 0.1-core quota", windows)

@@ -39,10 +39,10 @@ func (r *run) next(hit bool) {
 // NewWindows starts with no windows seen.
 func NewWindows() *Windows { return &Windows{by: map[string]*windowCounts{}} }
 
-// Observe takes one closed window of one cgroup (its cgroup label) and the share of the
-// window's periods throttled. The sampler's goroutine calls it while Apply may run.
+// Observe takes one closed window of one cgroup (its path) and the share of the window's
+// periods throttled. The sampler's goroutine calls it while Apply may run.
 func (w *Windows) Observe(cgroup string, ratio float64) {
-	cgroup = tenantstr.Label(cgroup) // the label rule, as the adapter applies it to every label
+	cgroup = tenantstr.Label(cgroup) // as its series' cgroup label, which the workloads carry
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c := w.by[cgroup]
