@@ -262,12 +262,14 @@ bench-node-v2: deps-apt
 	cd test && QUOTA_BENCH_V2=1 QUOTA_BENCH_V2_N=$(N_V2) QUOTA_BENCH_V2_OUT=$(CURDIR)/bin/bench-node-v2 \
 	  $(GO) test -count=1 -timeout 45m -v -run '^TestBenchNodeInVM$$' ./v2/
 
-# Renders dashboards/*.json and alerts/*.yaml from quota-exporter-mixin/.
+# Renders dashboards/*.json and alerts/*.yaml from quota-exporter-mixin/, and the thresholds
+# diagnose shares with the alerts (exporter/internal/diagnose/mixin_thresholds.json).
 mixin:
 	rm -f dashboards/*.json
 	$(TOOLS) jsonnet -m dashboards quota-exporter-mixin/render/dashboards.jsonnet
 	$(TOOLS) jsonnet -S quota-exporter-mixin/render/alerts.jsonnet >alerts/quota-alerts.yaml
 	$(TOOLS) jsonnet -S quota-exporter-mixin/render/rules.jsonnet >alerts/quota-rules.yaml
+	cd exporter/internal/diagnose && $(GO) generate .
 
 # Pinned Go tools (jsonnet, promtool, prometheus, alertmanager, helm), built once into the Go cache.
 tools:

@@ -94,6 +94,8 @@ type throttleCollector struct {
 	open    int               // descriptors held
 	spent   time.Duration
 	windows uint64
+	// observe, when set, is told each cgroup's ratio as its window closes (NewThrottleSampler).
+	observe func(cgroup string, ratio float64)
 }
 
 // throttleSeries is one cgroup's sampler state: cpu.stat (held open when within the
@@ -453,7 +455,11 @@ func (c *throttleCollector) sample(ctx context.Context) {
 	}
 	for _, s := range list {
 		if s.win.ok {
-			s.ratio.observe(s.windowRatio())
+			r := s.windowRatio()
+			s.ratio.observe(r)
+			if c.observe != nil {
+				c.observe(s.cg.Path, r)
+			}
 		}
 	}
 	c.windows++
@@ -505,4 +511,18 @@ func (c *throttleCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 	ch <- prometheus.MustNewConstMetric(samplerSecondsDesc, prometheus.CounterValue, c.spent.Seconds())
 	ch <- prometheus.MustNewConstMetric(samplerWindowsDesc, prometheus.CounterValue, float64(c.windows))
 	return nil
+}
+
+// NewThrottleSampler starts the per-window throttling sampler on its own, as the throttle
+// collector does, and calls observe as each window closes, once per cgroup sampled in it:
+// the cgroup's path and the window's throttled ratio, in window order, from the sampler's
+// goroutine with its lock held (observe must not block). diagnose follows the windows this
+// way instead of scraping the histograms. Close stops it.
+func NewThrottleSampler(env *Env, observe func(cgroup string, ratio float64)) interface{ Close() } {
+	col, _ := newThrottleCollector(env) // never fails
+	c := col.(*throttleCollector)
+	c.mu.Lock() // the loop reads observe under mu: set before its first window closes or between two
+	c.observe = observe
+	c.mu.Unlock()
+	return c
 }

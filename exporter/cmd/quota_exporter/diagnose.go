@@ -11,17 +11,20 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/alecthomas/units"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"golang.org/x/term"
 
 	"github.com/quota-exporter/quota_exporter/exporter/collector"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/history"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/series"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 )
 
@@ -57,7 +60,7 @@ func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
 		promMax:  c.Flag("prometheus.max-response-size", "With --prometheus.url: size bound of each query's response.").Default("64MiB").Bytes(),
 		promSel:  c.Flag("prometheus.selector", "With --prometheus.url: label matchers for every series, e.g. instance=\"node1:10137\" (cgroup paths repeat across nodes).").String(),
 		since:    c.Flag("since", "With --prometheus.url: the window of history to judge.").Default("24h").Duration(),
-		warmup:   c.Flag("warmup.window", "A process younger than this is warming up (JIT, class loading, caches): its throttling is judged as warm-up (the mixin's warmupWindow).").Default("10m").Duration(),
+		warmup:   c.Flag("warmup.window", "A process younger than this is warming up (JIT, class loading, caches): its throttling is judged as warm-up (the mixin's warmupWindow).").Default(model.Duration(diagnose.DefaultWarmupWindow).String()).Duration(),
 	}
 }
 
@@ -105,11 +108,9 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 // sampleWorkloads builds the collectors, gathers at the start and the end of duration and
 // turns the difference into workloads. Collectors that fail become notes, not errors: the
 // findings that need them are then missing, and the report says so. The throttling sampler
-// runs in a set of its own, gathered four times a window: its histograms' changes give the
-// order of throttled windows (the longest run), which the two full gathers cannot.
+// runs on its own and hands diagnose each window as it closes (diagnose.Windows): the
+// windows in order give the longest run of throttled ones, which two gathers cannot.
 func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, duration, warmup, timeout time.Duration, progress io.Writer, logger *slog.Logger) ([]diagnose.Workload, time.Duration, []string, error) {
-	// The throttled-window count needs the ratio histogram's le="0" bucket.
-	cfg.ThrottleFullHistograms = true
 	if cfg.ThrottleWindow <= 0 {
 		cfg.ThrottleWindow = time.Second
 	}
@@ -123,10 +124,11 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("cannot find cgroup hierarchies: %w", err)
 	}
-	var rest, sampler []string
+	var rest []string
+	sample := false
 	for _, n := range names {
 		if n == "throttle" {
-			sampler = append(sampler, n)
+			sample = true
 		} else {
 			rest = append(rest, n)
 		}
@@ -136,59 +138,50 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 		return nil, 0, nil, fmt.Errorf("cannot create collectors: %w", err)
 	}
 	defer set.Close()
-	thr, err := collector.NewSet(env, sampler)
-	if err != nil {
-		return nil, 0, nil, fmt.Errorf("cannot create collectors: %w", err)
+	// Windows close from the sampler's start on; the ones between the two gathers count.
+	var windows atomic.Pointer[diagnose.Windows]
+	if sample {
+		sampler := collector.NewThrottleSampler(env, func(cgroup string, ratio float64) {
+			if w := windows.Load(); w != nil {
+				w.Observe(cgroup, ratio)
+			}
+		})
+		defer sampler.Close()
 	}
-	defer thr.Close()
-	gather := func() ([]*dto.MetricFamily, error) {
-		mfs, err := set.Gather(ctx, timeout)
-		if mfs == nil {
-			return nil, err
-		}
-		t, err := thr.Gather(ctx, timeout)
-		if t == nil {
-			return nil, err
-		}
-		return append(mfs, t...), nil
-	}
-	// The sampler's first window starts with the set; one window in, every cgroup with a
-	// quota has a baseline, so the histograms' increase covers whole windows.
+	// One window in, the sampler has a baseline of every cgroup with a quota, so the windows
+	// from the first gather on are whole.
 	if !sleepCtx(ctx, cfg.ThrottleWindow+100*time.Millisecond) {
 		return nil, 0, nil, ctx.Err()
 	}
 	t0 := time.Now()
-	start, err := gather()
+	start, err := set.Gather(ctx, timeout)
 	if start == nil {
 		return nil, 0, nil, fmt.Errorf("first collection: %w", err)
 	}
-	runs := diagnose.NewRuns()
-	runs.Observe(start)
-	tick := max(cfg.ThrottleWindow/4, 50*time.Millisecond)
+	wins := diagnose.NewWindows()
+	windows.Store(wins)
+	const tick = 250 * time.Millisecond // the progress bar's
 	for elapsed := time.Duration(0); elapsed < duration; {
 		step := min(tick, duration-elapsed)
 		if !sleepCtx(ctx, step) {
 			return nil, 0, nil, ctx.Err()
 		}
 		elapsed += step
-		if mfs, _ := thr.Gather(ctx, timeout); mfs != nil {
-			runs.Observe(mfs)
-		}
 		if progress != nil {
 			fmt.Fprintf(progress, "\rsampling %s %3.0f/%.0f s", bar(elapsed, duration), elapsed.Seconds(), duration.Seconds())
 		}
 	}
+	windows.Store(nil)
 	if progress != nil {
 		fmt.Fprint(progress, "\r\x1b[K")
 	}
 	// The window is from the start of one collection to the start of the other: on a busy
 	// host a collection takes seconds, and both read their counters at about the same point.
 	window := time.Since(t0)
-	end, err := gather()
+	end, err := set.Gather(ctx, timeout)
 	if end == nil {
 		return nil, 0, nil, fmt.Errorf("second collection: %w", err)
 	}
-	runs.Observe(end)
 	var notes []string
 	notes = append(notes, failedCollectors(end)...)
 	// Unreadable processes are skipped quietly by the collectors; the report must say why
@@ -201,7 +194,7 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 		notes = append(notes, fmt.Sprintf("running as uid %d%s: the JVM, Go and arena findings need root with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH and may be missing (docs/diagnose.md)", uid, denied))
 	}
 	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Window: window, End: time.Now(), HostCPUs: hostCPUs(cfg.SysPath), WarmupWindow: warmup})
-	runs.Apply(ws)
+	wins.Apply(ws)
 	return ws, window, notes, nil
 }
 
@@ -231,7 +224,7 @@ func bar(done, total time.Duration) string {
 func failedCollectors(mfs []*dto.MetricFamily) []string {
 	var out []string
 	for _, mf := range mfs {
-		if mf.GetName() != "quota_exporter_scrape_collector_success" {
+		if mf.GetName() != series.CollectorSuccess.Name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -252,7 +245,7 @@ func failedCollectors(mfs []*dto.MetricFamily) []string {
 func permissionErrors(mfs []*dto.MetricFamily) float64 {
 	n := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() != "quota_exporter_read_errors_total" {
+		if mf.GetName() != series.ReadErrors.Name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

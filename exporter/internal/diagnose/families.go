@@ -8,12 +8,13 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/series"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // The live adapter: two gathers of the exporter's collectors, window apart, become
-// Workloads. The series are the exporter's own (docs/metrics.md); counters are the
-// increase between the gathers.
+// Workloads. The series are the exporter's own, read through package series' table;
+// counters are the increase between the gathers.
 
 type seriesKey struct{ cgroup, process string }
 
@@ -57,10 +58,13 @@ func newIndex(mfs []*dto.MetricFamily) index {
 	return ix
 }
 
+// all: the samples of a metric of the table.
+func (ix index) all(m series.Metric) []sample { return ix[m.Name] }
+
 // byCgroup: metric's value per cgroup (cgroup series), with match on extra labels.
-func (ix index) byCgroup(name string, match map[string]string) map[string]sample {
+func (ix index) byCgroup(m series.Metric, match map[string]string) map[string]sample {
 	out := map[string]sample{}
-	for _, s := range ix[name] {
+	for _, s := range ix.all(m) {
 		if matches(s, match) {
 			out[s.labels["cgroup"]] = s
 		}
@@ -69,9 +73,9 @@ func (ix index) byCgroup(name string, match map[string]string) map[string]sample
 }
 
 // byProcess: per (cgroup, process) the sum over the series matching match.
-func (ix index) byProcess(name string, match map[string]string) map[seriesKey]sample {
+func (ix index) byProcess(m series.Metric, match map[string]string) map[seriesKey]sample {
 	out := map[seriesKey]sample{}
-	for _, s := range ix[name] {
+	for _, s := range ix.all(m) {
 		if !matches(s, match) {
 			continue
 		}
@@ -121,28 +125,28 @@ func FromFamilies(start, end []*dto.MetricFamily, o Observation) []Workload {
 		}
 		return w
 	}
-	for _, s := range b["quota_cpu_effective_limit_cores"] {
+	for _, s := range b.all(series.CPULimit) {
 		w := get(s)
 		w.LimitCores, w.LimitCgroup = s.value, s.labels["limit_cgroup"]
 	}
-	for _, s := range b["quota_process_info"] {
+	for _, s := range b.all(series.ProcessInfo) {
 		get(s)
 	}
-	for _, s := range b["quota_memory_effective_limit_bytes"] {
+	for _, s := range b.all(series.MemoryLimit) {
 		if w := ws[s.labels["cgroup"]]; w != nil {
 			w.MemoryLimitBytes = s.value
 		}
 	}
 
-	periodsA, periodsB := a.byCgroup("quota_cpu_periods_total", nil), b.byCgroup("quota_cpu_periods_total", nil)
-	thrA, thrB := a.byCgroup("quota_cpu_throttled_periods_total", nil), b.byCgroup("quota_cpu_throttled_periods_total", nil)
-	secA, secB := a.byCgroup("quota_cpu_throttled_seconds_total", nil), b.byCgroup("quota_cpu_throttled_seconds_total", nil)
-	ratioA, ratioB := a.byCgroup("quota_cpu_throttled_window_ratio", nil), b.byCgroup("quota_cpu_throttled_window_ratio", nil)
-	periodLen := b.byCgroup("quota_cpu_period_seconds", nil)
-	stallA, stallB := a.byCgroup("quota_cpu_throttle_stall_seconds", nil), b.byCgroup("quota_cpu_throttle_stall_seconds", nil)
+	periodsA, periodsB := a.byCgroup(series.CPUPeriods, nil), b.byCgroup(series.CPUPeriods, nil)
+	thrA, thrB := a.byCgroup(series.ThrottledPeriods, nil), b.byCgroup(series.ThrottledPeriods, nil)
+	secA, secB := a.byCgroup(series.ThrottledSeconds, nil), b.byCgroup(series.ThrottledSeconds, nil)
+	ratioA, ratioB := a.byCgroup(series.ThrottledWindowRatio, nil), b.byCgroup(series.ThrottledWindowRatio, nil)
+	periodLen := b.byCgroup(series.CPUPeriod, nil)
+	stallA, stallB := a.byCgroup(series.ThrottleStall, nil), b.byCgroup(series.ThrottleStall, nil)
 	usage, system := map[string]float64{}, map[string]float64{}
 	for _, mode := range []string{"user", "system"} {
-		ua, ub := a.byCgroup("quota_cpu_usage_seconds_total", map[string]string{"mode": mode}), b.byCgroup("quota_cpu_usage_seconds_total", map[string]string{"mode": mode})
+		ua, ub := a.byCgroup(series.CPUUsage, map[string]string{"mode": mode}), b.byCgroup(series.CPUUsage, map[string]string{"mode": mode})
 		for cg, s := range ub {
 			usage[cg] += increase(ua[cg], s)
 			if mode == "system" {
@@ -217,7 +221,7 @@ func windows(a, b *dto.Histogram) (total, throttled int) {
 func addProcesses(ws map[string]*Workload, a, b index, o Observation) {
 	window := o.Window
 	procs := map[seriesKey]*Process{}
-	for _, s := range b["quota_process_info"] {
+	for _, s := range b.all(series.ProcessInfo) {
 		pid, _ := strconv.Atoi(s.labels["pid"])
 		rt := s.labels["runtime"]
 		if rt == "other" {
@@ -225,22 +229,22 @@ func addProcesses(ws map[string]*Workload, a, b index, o Observation) {
 		}
 		procs[seriesKey{s.labels["cgroup"], s.labels["process"]}] = &Process{Name: s.labels["process"], PID: pid, Runtime: rt}
 	}
-	cpuA, cpuB := a.byProcess("quota_process_cpu_seconds_total", nil), b.byProcess("quota_process_cpu_seconds_total", nil)
+	cpuA, cpuB := a.byProcess(series.ProcessCPU, nil), b.byProcess(series.ProcessCPU, nil)
 	for k, p := range procs {
 		if window > 0 {
 			p.CPUCores = increase(cpuA[k], cpuB[k]) / window.Seconds()
 		}
 	}
-	gauge := func(name string, set func(p *Process, s sample)) {
-		for k, s := range b.byProcess(name, nil) {
+	gauge := func(m series.Metric, set func(p *Process, s sample)) {
+		for k, s := range b.byProcess(m, nil) {
 			if p := procs[k]; p != nil {
 				set(p, s)
 			}
 		}
 	}
-	gauge("quota_process_threads", func(p *Process, s sample) { p.Threads = int(s.value) })
-	gauge("quota_process_resident_anon_bytes", func(p *Process, s sample) { p.ResidentAnon = s.value })
-	gauge("quota_process_start_time_seconds", func(p *Process, s sample) {
+	gauge(series.ProcessThreads, func(p *Process, s sample) { p.Threads = int(s.value) })
+	gauge(series.ProcessResidentAnon, func(p *Process, s sample) { p.ResidentAnon = s.value })
+	gauge(series.ProcessStartTime, func(p *Process, s sample) {
 		sec, frac := math.Modf(s.value)
 		p.StartTime = time.Unix(int64(sec), int64(frac*1e9)).UTC()
 	})
@@ -250,17 +254,17 @@ func addProcesses(ws map[string]*Workload, a, b index, o Observation) {
 		}
 		return p.JVM
 	}
-	for _, s := range b["quota_jvm_info"] {
+	for _, s := range b.all(series.JVMInfo) {
 		if p := procs[seriesKey{s.labels["cgroup"], s.labels["process"]}]; p != nil {
 			j := jvmOf(p)
 			j.Version, j.GC = s.labels["version"], s.labels["gc"]
 		}
 	}
-	gauge("quota_jvm_cpu_count", func(p *Process, s sample) { jvmOf(p).CPUCount = int(s.value) })
-	gauge("quota_jvm_gc_parallel_threads", func(p *Process, s sample) { jvmOf(p).ParallelGC = int(s.value) })
-	gauge("quota_jvm_gc_concurrent_threads", func(p *Process, s sample) { jvmOf(p).ConcurrentGC = int(s.value) })
-	gauge("quota_jvm_jit_threads", func(p *Process, s sample) { jvmOf(p).JIT = int(s.value) })
-	gauge("quota_jvm_heap_committed_bytes", func(p *Process, s sample) { jvmOf(p).HeapMax = s.value })
+	gauge(series.JVMCPUCount, func(p *Process, s sample) { jvmOf(p).CPUCount = int(s.value) })
+	gauge(series.JVMParallelGCThreads, func(p *Process, s sample) { jvmOf(p).ParallelGC = int(s.value) })
+	gauge(series.JVMConcurrentGCThreads, func(p *Process, s sample) { jvmOf(p).ConcurrentGC = int(s.value) })
+	gauge(series.JVMJITThreads, func(p *Process, s sample) { jvmOf(p).JIT = int(s.value) })
+	gauge(series.JVMHeapCommitted, func(p *Process, s sample) { jvmOf(p).HeapMax = s.value })
 
 	goOf := func(p *Process) *GoFacts {
 		if p.Go == nil {
@@ -268,13 +272,13 @@ func addProcesses(ws map[string]*Workload, a, b index, o Observation) {
 		}
 		return p.Go
 	}
-	for _, s := range b["quota_go_info"] {
+	for _, s := range b.all(series.GoInfo) {
 		if p := procs[seriesKey{s.labels["cgroup"], s.labels["process"]}]; p != nil {
 			g := goOf(p)
 			g.Version, g.ContainerAware, g.AutoMaxProcs = s.labels["version"], s.labels["container_aware"] == "true", s.labels["automaxprocs"] == "true"
 		}
 	}
-	gauge("quota_go_gomaxprocs", func(p *Process, s sample) { goOf(p).GOMAXPROCS = int(s.value) })
+	gauge(series.GoMaxProcs, func(p *Process, s sample) { goOf(p).GOMAXPROCS = int(s.value) })
 
 	mallocOf := func(p *Process) *MallocFacts {
 		if p.Malloc == nil {
@@ -282,22 +286,22 @@ func addProcesses(ws map[string]*Workload, a, b index, o Observation) {
 		}
 		return p.Malloc
 	}
-	for _, s := range b["quota_process_allocator_info"] {
+	for _, s := range b.all(series.AllocatorInfo) {
 		if p := procs[seriesKey{s.labels["cgroup"], s.labels["process"]}]; p != nil && s.value == 1 {
 			mallocOf(p).Allocator = s.labels["allocator"]
 		}
 	}
-	gauge("quota_process_malloc_arenas", func(p *Process, s sample) { mallocOf(p).Arenas = int(s.value) })
-	gauge("quota_process_malloc_arena_limit", func(p *Process, s sample) { mallocOf(p).ArenaLimit = int(s.value) })
-	gauge("quota_process_malloc_heap_resident_bytes", func(p *Process, s sample) { mallocOf(p).HeapBytes = s.value })
+	gauge(series.MallocArenas, func(p *Process, s sample) { mallocOf(p).Arenas = int(s.value) })
+	gauge(series.MallocArenaLimit, func(p *Process, s sample) { mallocOf(p).ArenaLimit = int(s.value) })
+	gauge(series.MallocHeapResident, func(p *Process, s sample) { mallocOf(p).HeapBytes = s.value })
 
 	// Go pauses of every kind, summed, as a p99.
 	pauses := map[seriesKey][]bucketCount{}
 	pa := map[string]sample{}
-	for _, s := range a["quota_go_stw_pause_seconds"] {
+	for _, s := range a.all(series.GoSTWPause) {
 		pa[seriesID(s)] = s
 	}
-	for _, s := range b["quota_go_stw_pause_seconds"] {
+	for _, s := range b.all(series.GoSTWPause) {
 		k := seriesKey{s.labels["cgroup"], s.labels["process"]}
 		pauses[k] = addBuckets(pauses[k], bucketIncrease(pa[seriesID(s)].hist, s.hist))
 	}

@@ -49,7 +49,7 @@ func (w *Workload) kernelBound() bool {
 	if w.LimitCores <= 0 || w.UsageCores < systemMinCores || w.SystemCores < systemShare*w.UsageCores {
 		return false
 	}
-	return w.throttledPeriodsShare() >= systemThrottledShare || w.throttledShare() >= throttlingShare
+	return w.throttledPeriodsShare() >= systemThrottledShare || w.throttledShare() >= systemThrottledWindowsShare
 }
 
 func (w *Workload) throttledPeriodsShare() float64 {

@@ -10,13 +10,20 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 )
 
-// Thresholds of the rules, named so the docs and tests can cite them.
+// Thresholds of the rules, named so the docs and tests can cite them. Those the mixin's
+// alerts have too are read from the mixin's config (thresholds.go); diagnose's own are here,
+// and where the mixin has a counterpart, why diagnose departs from it (docs/diagnose.md).
 const (
 	// criticalThrottledShare: throttled in at least this share of the sampler's windows
-	// makes a runtime finding critical (the application stalls every few seconds).
+	// makes a runtime finding critical (the application stalls every few seconds). The
+	// mixin gates its runtime alerts' severity on throttledPeriodsRatioForCause and
+	// frozenSecondsForCause over 10 minutes instead: diagnose sees seconds, not minutes, and
+	// reports an oversized runtime whether or not it is throttled now (the fix is free).
 	criticalThrottledShare = 0.25
 	// throttlingShare: the share of throttled windows from which throttling with no runtime
-	// cause is a finding of its own; throttlingCriticalShare makes it critical.
+	// cause is a finding of its own; throttlingCriticalShare makes it critical. The mixin
+	// alerts on frozen windows over 10 minutes (frozenSecondsPer10m), a rate a 15 s
+	// observation cannot measure.
 	throttlingShare         = 0.2
 	throttlingCriticalShare = 0.5
 	// throttlingPeriodsShare: below a tenth of the periods throttled, a workload at its limit
@@ -24,10 +31,13 @@ const (
 	// 0.97 of its 1-core limit, 6 of 100 periods and 5 ms throttled in 10 s, in 4 windows).
 	throttlingPeriodsShare = 0.1
 	// memoryCriticalShare: a process whose anonymous memory is this share of the memory
-	// limit, with too many arenas, is near an OOM kill.
+	// limit, with too many arenas, is near an OOM kill. Below the mixin's
+	// memoryNearLimitRatio (the whole cgroup's working set): arenas keep growing, so the
+	// finding is critical before the cgroup alert fires.
 	memoryCriticalShare = 0.8
 	// arenaHeapFloor: arenas whose heaps hold less than this each on average cost too little
-	// to be worth a change (a JVM's dozen near-empty arenas: 2 MiB for 16).
+	// to be worth a change (a JVM's dozen near-empty arenas: 2 MiB for 16). The mixin's
+	// mallocArenaResidentShare is a share of RSS over 30 minutes; one read cannot trend.
 	arenaHeapFloor = 1 << 20
 	// warmupDemandFactor: the warm-up's demand (usage + throttled time) must exceed the limit
 	// by this factor; below it the throttling is bursts within a fitting average (the
@@ -35,15 +45,30 @@ const (
 	warmupDemandFactor = 1.1
 	// warmupThrottledShare: a process in its first minutes whose cgroup had at least this
 	// share of its CFS periods throttled is throttled while warming up (the steady state, when
-	// seen, must stay below it); warmupCriticalShare makes it critical.
+	// seen, must stay below it): a warning, below the mixin's warmupThrottledPeriodsRatio,
+	// from which the finding is critical (warmupCriticalShare). The alert pages; diagnose is
+	// asked, and a warm-up throttled in a tenth of its periods already starts slower.
 	warmupThrottledShare = 0.1
-	warmupCriticalShare  = 0.5
+	// systemThrottledWindowsShare: kernel contention also counts when throttled in this share
+	// of the sampler's windows (the throttling rule's); the mixin, without windows over 5
+	// minutes, looks at periods only.
+	systemThrottledWindowsShare = throttlingShare
+)
+
+// Thresholds shared with the mixin's alerts (quota-exporter-mixin/config.libsonnet).
+var (
+	// warmupCriticalShare: the mixin's warmupThrottledPeriodsRatio (QuotaCPUThrottlingDuringWarmup).
+	warmupCriticalShare = mixin.WarmupThrottledPeriodsRatio
 	// systemShare: kernel time from this share of a throttled cgroup's CPU use is kernel
-	// contention (the mixin's systemCPUShare); systemMinCores ignores idle cgroups;
-	// systemThrottledShare is the share of its periods throttled (systemCPUThrottledPeriodsRatio).
-	systemShare          = 0.5
-	systemMinCores       = 0.1
-	systemThrottledShare = 0.25
+	// contention; systemMinCores ignores idle cgroups; systemThrottledShare is the share of
+	// its periods throttled (QuotaHighSystemCPUUnderQuota's systemCPUShare,
+	// systemCPUMinCores and systemCPUThrottledPeriodsRatio).
+	systemShare          = mixin.SystemCPUShare
+	systemMinCores       = mixin.SystemCPUMinCores
+	systemThrottledShare = mixin.SystemCPUThrottledPeriodsRatio
+	// arenasPerLimitCPU: more glibc arenas than this per CPU of the limit (⌈limit⌉) is a
+	// finding (the mixin's mallocArenasPerLimitCore).
+	arenasPerLimitCPU = mixin.MallocArenasPerLimitCore
 )
 
 // Diagnose runs every rule over the workloads and returns the findings, worst first.
@@ -236,6 +261,13 @@ func newFinding(rule string, sev Severity, w *Workload, p *Process, title string
 
 // jvmThreads: a JVM that sized its GC and JIT pools for more CPUs than its limit wakes all
 // of them at each collection, and they spend the period's quota in a few milliseconds.
+//
+// The runtime thread rules (jvmThreads, goMaxProcs) report a JVM's CPU count or parallel GC
+// threads above ⌈limit⌉ and GOMAXPROCS above max(⌈limit⌉, 2) (Go 1.25's own default), where
+// the mixin alerts from gcThreadsPerLimitCore and goMaxProcsPerLimitCore (2) per core:
+// diagnose computes the exact setting, so any excess is worth its fix, while an alert across
+// a fleet waits for a gross one. Every JVM or Go program the alerts fire for gets the finding
+// (TestThresholdsAgainstMixin).
 func jvmThreads(w *Workload, p Process) (Finding, bool) {
 	j := p.JVM
 	if j == nil || w.LimitCores <= 0 {
@@ -349,8 +381,8 @@ func mallocArenas(w *Workload, p Process) (Finding, bool) {
 	}
 	n := suggestedArenas(w.LimitCores)
 	// Arenas counts the non-main ones; the limit counts the main arena too. A limit at or
-	// below the suggestion, or fewer arenas than it, is no problem.
-	if m.ArenaLimit <= n || m.Arenas+1 <= 2*n || m.HeapBytes < float64(m.Arenas+1)*arenaHeapFloor {
+	// below the suggestion, or no more arenas than the mixin's per-CPU bound, is no problem.
+	if m.ArenaLimit <= n || m.Arenas+1 <= arenasPerLimitCPU*limitCPUs(w.LimitCores) || m.HeapBytes < float64(m.Arenas+1)*arenaHeapFloor {
 		return Finding{}, false
 	}
 	sev := Warning

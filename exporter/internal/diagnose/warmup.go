@@ -6,10 +6,6 @@ import (
 	"strconv"
 )
 
-// DefaultWarmupWindow is how long after its start a process counts as warming up (JIT,
-// class loading, cache fill): the mixin's warmupWindow.
-const DefaultWarmupWindow = 600 // seconds
-
 // warmup: a process throttled in its first minutes and not (or not known to be) later wants
 // more CPU to warm up than the limit gives; at the limit every deploy starts slow. The fix
 // sizes a limit for the measured warm-up demand and keeps the request at the steady state.

@@ -1,8 +1,9 @@
 // Package history fills diagnose's workload model from the exporter's series stored in a
-// Prometheus, for a problem that is not happening now. It asks Prometheus for each series
-// the live mode reads (counters as increase over the window, gauges as their maximum,
-// info series as their last value), turns the answers into the metric families one gather
-// would give, and hands them to the same adapter and rules as the live mode.
+// Prometheus, for a problem that is not happening now. It asks Prometheus for each series of
+// diagnose's table (package series) that history can judge (counters as increase over the
+// window, gauges as their maximum, info series as their last value), turns the answers into
+// the metric families one gather would give, and hands them to the same adapter and rules as
+// the live mode.
 package history
 
 import (
@@ -16,48 +17,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/series"
 )
-
-// kind says how a series is summarised over the window.
-type kind int
-
-const (
-	counter kind = iota // increase
-	gauge               // max_over_time
-	info                // last_over_time
-)
-
-// series are the exporter series the live adapter reads (diagnose.FromFamilies).
-var series = map[string]kind{
-	"quota_cpu_effective_limit_cores":          gauge,
-	"quota_memory_effective_limit_bytes":       gauge,
-	"quota_cpu_period_seconds":                 gauge,
-	"quota_cpu_periods_total":                  counter,
-	"quota_cpu_throttled_periods_total":        counter,
-	"quota_cpu_throttled_seconds_total":        counter,
-	"quota_cpu_usage_seconds_total":            counter,
-	"quota_process_info":                       info,
-	"quota_process_cpu_seconds_total":          counter,
-	"quota_process_threads":                    gauge,
-	"quota_process_resident_anon_bytes":        gauge,
-	"quota_process_start_time_seconds":         info,
-	"quota_jvm_info":                           info,
-	"quota_jvm_cpu_count":                      gauge,
-	"quota_jvm_gc_parallel_threads":            gauge,
-	"quota_jvm_gc_concurrent_threads":          gauge,
-	"quota_jvm_jit_threads":                    gauge,
-	"quota_jvm_heap_committed_bytes":           gauge,
-	"quota_go_info":                            info,
-	"quota_go_gomaxprocs":                      gauge,
-	"quota_process_allocator_info":             info,
-	"quota_process_malloc_arenas":              gauge,
-	"quota_process_malloc_arena_limit":         gauge,
-	"quota_process_malloc_heap_resident_bytes": gauge,
-}
-
-// ratioHistogram is the sampler's per-window histogram: its count and le="0" bucket (or,
-// with the default buckets, le="0.5") give the throttled windows.
-const ratioHistogram = "quota_cpu_throttled_window_ratio"
 
 // Options select what to read.
 type Options struct {
@@ -94,30 +55,41 @@ func Load(ctx context.Context, o Options) ([]diagnose.Workload, error) {
 	rng := model.Duration(o.Since).String()
 	sel := "{" + o.Selector + "}"
 	var fams []*dto.MetricFamily
-	for name, k := range series {
-		expr := fmt.Sprintf("max_over_time(%s%s[%s])", name, sel, rng)
-		switch k {
-		case counter:
-			expr = fmt.Sprintf("increase(%s%s[%s])", name, sel, rng)
-		case info:
-			expr = fmt.Sprintf("last_over_time(%s%s[%s])", name, sel, rng)
+	for _, m := range series.Table {
+		if m.Modes&series.History == 0 {
+			continue
 		}
-		vec, err := query(ctx, q, expr, o.At)
+		var (
+			mf  *dto.MetricFamily
+			err error
+		)
+		switch m.Kind {
+		case series.Histogram:
+			mf, err = windows(ctx, q, m.Name, sel, rng, o.At)
+		default:
+			mf, err = summary(ctx, q, m, sel, rng, o.At)
+		}
 		if err != nil {
 			return nil, err
 		}
-		fams = append(fams, family(name, k, vec))
+		fams = append(fams, mf)
 	}
-	h, err := histograms(ctx, q, sel, rng, o.At)
-	if err != nil {
-		return nil, err
-	}
-	fams = append(fams, h)
 	ws := diagnose.FromFamilies(nil, fams, diagnose.Observation{Window: o.Since, End: o.At})
 	if err := warmups(ctx, q, o, sel, ws); err != nil {
 		return nil, err
 	}
 	return ws, nil
+}
+
+// summary is one metric over the window as one gather would show it: a counter's increase,
+// a gauge's maximum, an info series' last value.
+func summary(ctx context.Context, q v1.API, m series.Metric, sel, rng string, at time.Time) (*dto.MetricFamily, error) {
+	fn := map[series.Kind]string{series.Counter: "increase", series.Gauge: "max_over_time", series.Info: "last_over_time"}[m.Kind]
+	vec, err := query(ctx, q, fmt.Sprintf("%s(%s%s[%s])", fn, m.Name, sel, rng), at)
+	if err != nil {
+		return nil, err
+	}
+	return family(m.Name, m.Kind, vec), nil
 }
 
 func query(ctx context.Context, q v1.API, expr string, at time.Time) (model.Vector, error) {
@@ -143,12 +115,12 @@ func labels(m model.Metric) []*dto.LabelPair {
 	return ls
 }
 
-func family(name string, k kind, vec model.Vector) *dto.MetricFamily {
+func family(name string, k series.Kind, vec model.Vector) *dto.MetricFamily {
 	mf := &dto.MetricFamily{Name: ptr(name)}
 	for _, s := range vec {
 		m := &dto.Metric{Label: labels(s.Metric)}
 		v := float64(s.Value)
-		if k == counter {
+		if k == series.Counter {
 			m.Counter = &dto.Counter{Value: &v}
 		} else {
 			m.Gauge = &dto.Gauge{Value: &v}
@@ -158,12 +130,12 @@ func family(name string, k kind, vec model.Vector) *dto.MetricFamily {
 	return mf
 }
 
-// histograms rebuilds the throttled-window histogram's increase per cgroup: count and the
-// lowest bucket stored (le="0" with --throttle.full-histograms, else le="0.5", which
+// windows rebuilds the sampler's throttled-window histogram's increase per cgroup: count and
+// the lowest bucket stored (le="0" with --throttle.full-histograms, else le="0.5", which
 // counts windows with at most half the periods throttled as unthrottled).
-func histograms(ctx context.Context, q v1.API, sel, rng string, at time.Time) (*dto.MetricFamily, error) {
-	mf := &dto.MetricFamily{Name: ptr(ratioHistogram)}
-	counts, err := query(ctx, q, fmt.Sprintf("increase(%s_count%s[%s])", ratioHistogram, sel, rng), at)
+func windows(ctx context.Context, q v1.API, name, sel, rng string, at time.Time) (*dto.MetricFamily, error) {
+	mf := &dto.MetricFamily{Name: ptr(name)}
+	counts, err := query(ctx, q, fmt.Sprintf("increase(%s_count%s[%s])", name, sel, rng), at)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +145,7 @@ func histograms(ctx context.Context, q v1.API, sel, rng string, at time.Time) (*
 		if inner != "" {
 			inner += ","
 		}
-		vec, err := query(ctx, q, fmt.Sprintf(`increase(%s_bucket{%sle=%q}[%s])`, ratioHistogram, inner, le, rng), at)
+		vec, err := query(ctx, q, fmt.Sprintf(`increase(%s_bucket{%sle=%q}[%s])`, name, inner, le, rng), at)
 		if err != nil {
 			return nil, err
 		}

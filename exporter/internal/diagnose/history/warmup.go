@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/series"
 )
 
 // maxPoints bounds a range query's resolution (Prometheus refuses more than 11 000).
@@ -47,17 +48,17 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 		}
 		return out, nil
 	}
-	cpu, err := get(fmt.Sprintf("sum by (cgroup, process) (quota_process_cpu_seconds_total%s)", sel))
+	cpu, err := get(fmt.Sprintf("sum by (cgroup, process) (%s%s)", series.ProcessCPU.Name, sel))
 	if err != nil {
 		return err
 	}
-	starts, err := get(fmt.Sprintf("max by (cgroup, process) (quota_process_start_time_seconds%s)", sel))
+	starts, err := get(fmt.Sprintf("max by (cgroup, process) (%s%s)", series.ProcessStartTime.Name, sel))
 	if err != nil {
 		return err
 	}
-	cg := map[string]map[string]map[model.Time]float64{}
-	for _, name := range []string{"quota_cpu_throttled_seconds_total", "quota_cpu_throttled_periods_total", "quota_cpu_periods_total"} {
-		if cg[name], err = get(fmt.Sprintf("max by (cgroup) (%s%s)", name, sel)); err != nil {
+	cg := map[string]map[string]map[model.Time]float64{} // metric name → cgroup → points
+	for _, m := range []series.Metric{series.ThrottledSeconds, series.ThrottledPeriods, series.CPUPeriods} {
+		if cg[m.Name], err = get(fmt.Sprintf("max by (cgroup) (%s%s)", m.Name, sel)); err != nil {
 			return err
 		}
 	}
@@ -85,9 +86,9 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 				}
 				ph.seconds += step.Seconds()
 				ph.cpu += c
-				thr, _ := delta(cg["quota_cpu_throttled_seconds_total"][at+"\xff"], t0, t1)
-				tp, _ := delta(cg["quota_cpu_throttled_periods_total"][at+"\xff"], t0, t1)
-				pp, _ := delta(cg["quota_cpu_periods_total"][at+"\xff"], t0, t1)
+				thr, _ := delta(cg[series.ThrottledSeconds.Name][at+"\xff"], t0, t1)
+				tp, _ := delta(cg[series.ThrottledPeriods.Name][at+"\xff"], t0, t1)
+				pp, _ := delta(cg[series.CPUPeriods.Name][at+"\xff"], t0, t1)
 				ph.throttled += thr
 				ph.throttledPeriods += tp
 				ph.periods += pp
