@@ -149,21 +149,21 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 	// elsewhere they are constant zeros. Constant defaults (period 0.1 s, no burst, every
 	// CPU) are not exported either: absent means the default (docs/metrics.md's budget).
 	limited := max.Limited()
-	bursting := limited && (settings.burstUS > 0 || stat.Bursts > 0 || stat.BurstSeconds > 0)
+	bursting := limited && (settings.BurstUS > 0 || stat.Bursts > 0 || stat.BurstSeconds > 0)
 	if limited {
 		if max.PeriodUS != defaultPeriodUS {
 			e.gauge(cpuPeriodDesc, float64(max.PeriodUS)/1e6)
 		}
 		e.gauge(cpuLimitDesc, max.Cores())
-		if settings.hasBurst && bursting {
-			e.gauge(cpuBurstLimitDesc, float64(settings.burstUS)/float64(max.PeriodUS))
+		if settings.HasBurst && bursting {
+			e.gauge(cpuBurstLimitDesc, float64(settings.BurstUS)/float64(max.PeriodUS))
 		}
 	}
-	if settings.hasWeight {
-		e.gauge(cpuWeightDesc, float64(settings.weight))
+	if settings.HasWeight {
+		e.gauge(cpuWeightDesc, float64(settings.Weight))
 	}
-	if settings.hasCPUs && (c.onlineCPUs == 0 || settings.cpus < c.onlineCPUs) {
-		e.gauge(cpusetDesc, float64(settings.cpus))
+	if settings.HasCPUs && (c.onlineCPUs == 0 || settings.CPUs < c.onlineCPUs) {
+		e.gauge(cpusetDesc, float64(settings.CPUs))
 	}
 
 	switch {

@@ -122,7 +122,7 @@ func scrapeCgroups(t testing.TB, env *Env, more ...string) string {
 func bumpThrottling(t testing.TB, env *Env, periods, throttled int, seconds float64) {
 	t.Helper()
 	l := env.Cgroups.Layout()
-	cgs, _ := env.Cgroups.Layout().Discover(context.Background(), env.Cgroups.opts)
+	cgs, _ := env.Cgroups.Layout().Discover(context.Background(), env.Cgroups.WalkOptions())
 	for _, cg := range cgs {
 		if !cg.InCPU || !cg.HasCPUMax || !cg.CPUMax.Limited() {
 			continue

@@ -242,7 +242,7 @@ func TestRealCgroupV2(t *testing.T) {
 	_ = burn.Wait()
 	time.Sleep(200 * time.Millisecond)
 	cpu, _ := newCPUCollector(env)
-	env.Cgroups.maxAge, env.Processes.maxAge = 0, 0
+	env.Cgroups.MaxAge, env.Processes.MaxAge = 0, 0
 	mfs := scrapeFamilies(t, env, map[string]Collector{"cpu": cpu})
 	stat := map[string]float64{}
 	sb, _ := os.ReadFile(filepath.Join(dir, "cpu.stat"))

@@ -266,14 +266,14 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 	// discovery's to count. It quarantines through the sampler's own gate: sharing the
 	// discovery gate would refuse (ErrStuck) a scrape's read of a directory this walk is
 	// reading at the same moment, and that cgroup would miss from the scrape.
-	opts := c.env.Cgroups.opts
+	opts := c.env.Cgroups.WalkOptions()
 	opts.Gate = c.gate
 	opts.Cache = c.quotas
 	cgs, _ := l.DiscoverQuotas(ctx, opts)
 	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
 	if n := c.env.PodNames; n != nil {
 		for i := range cgs {
-			n.name(&cgs[i])
+			n.Name(&cgs[i])
 		}
 	}
 	c.add(l, cgs, generation, complete)
@@ -282,16 +282,12 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 // adopt takes the new cgroups with a quota from a scrape's discovery younger than the last
 // one adopted: no walk of its own for them. It forgets none (the sampler's walks do).
 func (c *throttleCollector) adopt(generation uint64) {
-	src := c.env.Cgroups
-	src.mu.Lock()
-	cgs, at, valid := src.cached, src.at, src.valid
-	src.mu.Unlock()
-	l := src.Layout()
-	if !valid || !at.After(c.adoptedAt) || l.CPU == nil {
+	snap, l := c.env.Cgroups.Latest(), c.env.Cgroups.Layout()
+	if snap == nil || !snap.At.After(c.adoptedAt) || l.CPU == nil {
 		return
 	}
-	c.adoptedAt = at
-	c.add(l, cgs, generation, false)
+	c.adoptedAt = snap.At
+	c.add(l, snap.Cgroups, generation, false)
 }
 
 // add starts series for the cgroups with a quota that are new, refreshes the known ones,

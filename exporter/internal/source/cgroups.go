@@ -1,6 +1,6 @@
 //go:build linux
 
-package collector
+package source
 
 import (
 	"context"
@@ -12,64 +12,81 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
-// discoveryMaxAge lets the collectors of one scrape (cpu, memory, the process source) share
+// DiscoveryMaxAge lets the collectors of one scrape (cpu, memory, the process source) share
 // one walk of the hierarchies, while a scrape a few seconds later sees new cgroups.
-const discoveryMaxAge = 500 * time.Millisecond
+const DiscoveryMaxAge = 500 * time.Millisecond
 
 // settingsMaxAge: weight, shares, burst and cpuset change only when someone resizes the
 // container; re-reading them every scrape was a quarter of the scrape's file reads. Discovery
 // keeps the quota and memory limit as long (cgroupfs.ProbeCache).
 const settingsMaxAge = 30 * time.Second
 
-// settingsBudget bounds one read of a cgroup's settings files. They are kernfs files opened
+// SettingsBudget bounds one read of a cgroup's settings files. They are kernfs files opened
 // non-blocking, so they answer in microseconds; a read that does not answer in a second is
 // stuck, and the cgroup's settings are skipped until it returns.
-const settingsBudget = time.Second
+const SettingsBudget = time.Second
 
-// discoveryErrors is the collector label under which the cgroup source counts the
+// DiscoveryErrors is the collector label under which the cgroup source counts the
 // directories its walk could not read, whatever collectors are enabled.
-const discoveryErrors = "discovery"
+const DiscoveryErrors = "discovery"
 
-// CgroupSource discovers the watched cgroups and caches their slowly changing CPU settings;
+// Cgroups discovers the watched cgroups and caches their slowly changing CPU settings;
 // shared by the cpu, memory, throttle and jvm collectors and the process source. Each fresh
 // walk forgets the settings of cgroups that are gone.
-type CgroupSource struct {
+type Cgroups struct {
 	layout *cgroupfs.Layout
 	opts   cgroupfs.WalkOptions
-	errors *ErrorCounter
+	errors Recorder
 
-	// maxAge is discoveryMaxAge: the collectors of one scrape share one walk.
-	maxAge time.Duration
+	// MaxAge is how long a walk serves (DiscoveryMaxAge; tests set 0 before the first walk).
+	MaxAge time.Duration
 
-	mu       sync.Mutex
-	at       time.Time
-	valid    bool  // an empty list is a result too
-	walking  *walk // the discovery in progress, if any
-	cached   []cgroupfs.Cgroup
-	walkErrs []cgroupfs.WalkError
+	mu         sync.Mutex
+	walking    *walk // the discovery in progress, if any
+	expired    bool  // Expire: the next call walks
+	generation uint64
+	// latest is the last complete walk's snapshot (nil before one); read without mu.
+	latest atomic.Pointer[Snapshot]
+	subs   []*Subscription
 
-	names *PodNames // nil: no Kubernetes names
+	names Namer // nil: no Kubernetes names
 
 	// settingsMu guards settings, never a read: each cgroup's files are read by one caller
-	// at a time (settingsReads, keyed by path), outside the lock, under settingsBudget and
+	// at a time (settingsReads, keyed by path), outside the lock, under SettingsBudget and
 	// the settings gate, and concurrent callers wait for that read only.
 	settingsMu    sync.Mutex
-	settings      map[string]cpuSettings // by cgroup path
+	settings      map[string]CPUSettings // by cgroup path
 	settingsReads singleflight.Group
 	settingsGate  *procread.Gate // when the discovery gate (opts.Gate) is not set
 }
 
-// NewCgroupSource reads the hierarchy layout from mountinfo.
-func NewCgroupSource(cfg Config, logger *slog.Logger, errs *ErrorCounter) (*CgroupSource, error) {
-	layout, err := cgroupfs.ReadLayout(cfg.ProcPath, cfg.SysPath)
+// Options configure the cgroup source.
+type Options struct {
+	ProcPath, SysPath string
+	// Include and Exclude filter the watched cgroups by path (nil: all).
+	Include, Exclude *regexp.Regexp
+	// BareRuntime names the runtime of bare 64-hex container cgroups (cgroupfs driver);
+	// "" is containerd.
+	BareRuntime string
+	// Names gives cgroups their Kubernetes names; nil: none.
+	Names Namer
+	// Gate quarantines discovery's reads; nil: a gate of its own.
+	Gate *procread.Gate
+}
+
+// NewCgroups reads the hierarchy layout from mountinfo.
+func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error) {
+	layout, err := cgroupfs.ReadLayout(o.ProcPath, o.SysPath)
 	if err != nil {
 		return nil, err
 	}
@@ -80,34 +97,47 @@ func NewCgroupSource(cfg Config, logger *slog.Logger, errs *ErrorCounter) (*Cgro
 		logger.Info("cgroup mounts lie outside the exporter's cgroup namespace; treating them as the host hierarchy (host /sys/fs/cgroup mounted into a container)")
 	}
 	logger.Info("cgroup layout", "layout", layout.String())
-	bare := cfg.BareContainerRuntime
+	bare := o.BareRuntime
 	if bare == "" {
 		bare = cgroupfs.RuntimeContainerd
 	}
-	return &CgroupSource{
-		layout:       layout,
-		opts:         cgroupfs.WalkOptions{Keep: pathFilter(cfg.CgroupInclude, cfg.CgroupExclude), BareRuntime: bare, Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
+	return &Cgroups{
+		layout: layout,
+		opts: cgroupfs.WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
+			Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
 		errors:       errs,
-		maxAge:       discoveryMaxAge,
-		settings:     map[string]cpuSettings{},
-		settingsGate: procread.NewGate(discoveryErrors),
+		names:        o.Names,
+		MaxAge:       DiscoveryMaxAge,
+		settings:     map[string]CPUSettings{},
+		settingsGate: procread.NewGate(DiscoveryErrors),
 	}, nil
 }
 
-// Layout is the hierarchy layout found at start.
-func (s *CgroupSource) Layout() *cgroupfs.Layout { return s.layout }
+// Expire makes the next Cgroups call walk again, whatever MaxAge (a new scrape, in tests and
+// benchmarks).
+func (s *Cgroups) Expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expired = true
+}
 
-// Cgroups returns the watched cgroups, walking the hierarchies at most every discoveryMaxAge.
+// WalkOptions are the options of the scrape's discovery walk (a copy).
+func (s *Cgroups) WalkOptions() cgroupfs.WalkOptions { return s.opts }
+
+// Layout is the hierarchy layout found at start.
+func (s *Cgroups) Layout() *cgroupfs.Layout { return s.layout }
+
+// Cgroups returns the watched cgroups, walking the hierarchies at most every DiscoveryMaxAge.
 // The walk's unreadable directories are counted here (collector "discovery") when the walk
 // finds them, and returned with the list marked as counted, so a collector can mark itself
 // failed without counting them again. Concurrent callers share one walk, and each waits for
 // it only until its own ctx ends (then it gets no cgroups and a timeout): no caller waits on
 // a lock held across the walk's system calls.
-func (s *CgroupSource) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
+func (s *Cgroups) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
 	s.mu.Lock()
-	if s.valid && time.Since(s.at) < s.maxAge {
-		defer s.mu.Unlock()
-		return s.cached, s.walkErrs
+	if snap := s.latest.Load(); snap != nil && !s.expired && time.Since(snap.At) < s.MaxAge {
+		s.mu.Unlock()
+		return snap.Cgroups, snap.Errs
 	}
 	w := s.walking
 	if w == nil {
@@ -120,14 +150,14 @@ func (s *CgroupSource) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroup
 	case <-w.done:
 		return w.cgs, w.errs
 	case <-ctx.Done():
-		return nil, []cgroupfs.WalkError{{Path: "/", Err: counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}
+		return nil, []cgroupfs.WalkError{{Path: "/", Err: Counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}
 	}
 }
 
-// memoryPaths lists the watched memory cgroups' paths (root excluded) by a directory walk
+// MemoryPaths lists the watched memory cgroups' paths (root excluded) by a directory walk
 // with no file reads: the OOM watcher's check for new or removed cgroups between scrapes.
 // ok is false when the walk was incomplete (an error or ctx ended).
-func (s *CgroupSource) memoryPaths(ctx context.Context) (paths []string, ok bool) {
+func (s *Cgroups) MemoryPaths(ctx context.Context) (paths []string, ok bool) {
 	paths, errs := s.layout.MemoryPaths(ctx, s.opts)
 	return paths, len(errs) == 0 && ctx.Err() == nil
 }
@@ -135,10 +165,11 @@ func (s *CgroupSource) memoryPaths(ctx context.Context) (paths []string, ok bool
 // ancestorLimits returns the smallest CPU quota and memory limit among the ancestors of path
 // in the last complete walk (which keeps every limited cgroup unless a path filter hides
 // it), for the JVM's view of its cgroup (JDK 24+ reads its ancestors' limits).
-func (s *CgroupSource) ancestorLimits(path string) (quotaUS, periodUS, memory int64) {
-	s.mu.Lock()
-	cgs := s.cached
-	s.mu.Unlock()
+func (s *Cgroups) ancestorLimits(path string) (quotaUS, periodUS, memory int64) {
+	var cgs []cgroupfs.Cgroup
+	if snap := s.latest.Load(); snap != nil {
+		cgs = snap.Cgroups
+	}
 	for _, a := range cgs {
 		if a.Path == path || !strings.HasPrefix(path, strings.TrimSuffix(a.Path, "/")+"/") {
 			continue
@@ -161,38 +192,45 @@ type walk struct {
 	errs []cgroupfs.WalkError
 }
 
-func (s *CgroupSource) runWalk(ctx context.Context, w *walk) {
+func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
 	cgs, errs := s.layout.Discover(ctx, s.opts)
 	if s.names != nil {
 		for i := range cgs {
-			s.names.name(&cgs[i])
+			s.names.Name(&cgs[i])
 		}
 	}
 	for i, we := range errs {
-		s.errors.Record(discoveryErrors, we.Path, we.Err)
-		errs[i].Err = counted{we.Err}
+		s.errors.Record(DiscoveryErrors, we.Path, we.Err)
+		errs[i].Err = Counted{we.Err}
 	}
 	w.cgs, w.errs = cgs, errs
 	s.mu.Lock()
 	s.walking = nil
-	if ctx.Err() == nil { // incomplete walks are not cached
-		s.cached, s.walkErrs, s.at, s.valid = cgs, errs, time.Now(), true
+	var subs []*Subscription
+	if ctx.Err() == nil { // incomplete walks are not published
+		s.generation++
+		s.latest.Store(newSnapshot(s.generation, cgs, errs))
+		s.expired = false
+		subs = s.subs
 	}
 	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.notify()
+	}
 	if ctx.Err() == nil {
 		s.forgetSettings(cgs)
 	}
 	close(w.done)
 }
 
-// cpuSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the
+// CPUSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the
 // file does not exist (old kernel, v2 root).
-type cpuSettings struct {
+type CPUSettings struct {
 	at                           time.Time
-	burstUS, weight              uint64
-	shares                       uint64 // v1 cpu.shares as read (weight is converted from it)
-	cpus                         int
-	hasBurst, hasWeight, hasCPUs bool
+	BurstUS, Weight              uint64
+	Shares                       uint64 // v1 cpu.shares as read (weight is converted from it)
+	CPUs                         int
+	HasBurst, HasWeight, HasCPUs bool
 	unreported                   error // of the last read, until the cpu collector takes it
 }
 
@@ -202,16 +240,16 @@ type cpuSettings struct {
 // first caller with report set), whoever read: it is counted once per read.
 //
 // No lock is held across the read: concurrent callers for one cgroup share one read and
-// wait for it at most settingsBudget. A read that outlives the budget is counted once as a
+// wait for it at most SettingsBudget. A read that outlives the budget is counted once as a
 // timeout and quarantined by the gate (quota_exporter_stuck_reads{collector="discovery",
 // kind="cpu settings"}); until it returns, callers get the last settings read (or none)
 // at once, without an error.
-func (s *CgroupSource) Settings(cg cgroupfs.Cgroup, report bool) (cpuSettings, error) {
+func (s *Cgroups) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {
 	s.settingsMu.Lock()
 	st, ok := s.settings[cg.Path]
 	if !ok || time.Since(st.at) >= settingsMaxAge {
 		s.settingsMu.Unlock()
-		// The read returns within settingsBudget; callers that arrive meanwhile share it.
+		// The read returns within SettingsBudget; callers that arrive meanwhile share it.
 		_, _, _ = s.settingsReads.Do(cg.Path, func() (any, error) {
 			s.readSettings(cg)
 			return nil, nil
@@ -229,16 +267,16 @@ func (s *CgroupSource) Settings(cg cgroupfs.Cgroup, report bool) (cpuSettings, e
 }
 
 // readSettings reads cg's settings under the budget and the gate and stores the result.
-func (s *CgroupSource) readSettings(cg cgroupfs.Cgroup) {
+func (s *Cgroups) readSettings(cg cgroupfs.Cgroup) {
 	type result struct {
-		st  cpuSettings
+		st  CPUSettings
 		err error
 	}
 	gate := s.opts.Gate
 	if gate == nil {
 		gate = s.settingsGate
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), settingsBudget)
+	ctx, cancel := context.WithTimeout(context.Background(), SettingsBudget)
 	res, gateErr := procread.GateDo(ctx, gate, "cpu settings "+cg.Path, "cpu settings", func() (result, error) {
 		st, err := readCPUSettings(s.layout, cg)
 		return result{st, err}, nil
@@ -259,7 +297,7 @@ func (s *CgroupSource) readSettings(cg cgroupfs.Cgroup) {
 }
 
 // forgetSettings drops the settings of cgroups that are gone.
-func (s *CgroupSource) forgetSettings(cgs []cgroupfs.Cgroup) {
+func (s *Cgroups) forgetSettings(cgs []cgroupfs.Cgroup) {
 	seen := make(map[string]bool, len(cgs))
 	for _, cg := range cgs {
 		seen[cg.Path] = true
@@ -273,8 +311,8 @@ func (s *CgroupSource) forgetSettings(cgs []cgroupfs.Cgroup) {
 	}
 }
 
-func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (cpuSettings, error) {
-	st := cpuSettings{at: time.Now()}
+func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (CPUSettings, error) {
+	st := CPUSettings{at: time.Now()}
 	if l.CPU == nil {
 		return st, nil
 	}
@@ -288,15 +326,15 @@ func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (cpuSettings, error
 	dir := l.CPU.Dir(cg.Path)
 	var err error
 	if l.CPU.Version == 2 {
-		st.burstUS, err = cgroupfs.ReadCPUBurstV2(dir)
-		st.hasBurst = optional(err)
-		st.weight, err = cgroupfs.ReadCPUWeightV2(dir)
-		st.hasWeight = optional(err)
+		st.BurstUS, err = cgroupfs.ReadCPUBurstV2(dir)
+		st.HasBurst = optional(err)
+		st.Weight, err = cgroupfs.ReadCPUWeightV2(dir)
+		st.HasWeight = optional(err)
 	} else {
-		st.burstUS, err = cgroupfs.ReadCPUBurstV1(dir)
-		st.hasBurst = optional(err)
-		st.shares, err = cgroupfs.ReadCPUSharesV1(dir)
-		st.weight, st.hasWeight = cgroupfs.SharesToWeight(st.shares), optional(err)
+		st.BurstUS, err = cgroupfs.ReadCPUBurstV1(dir)
+		st.HasBurst = optional(err)
+		st.Shares, err = cgroupfs.ReadCPUSharesV1(dir)
+		st.Weight, st.HasWeight = cgroupfs.SharesToWeight(st.Shares), optional(err)
 	}
 	if l.CPUSet != nil {
 		file := "cpuset.cpus"
@@ -304,8 +342,8 @@ func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (cpuSettings, error
 			file = "cpuset.cpus.effective"
 		}
 		if d := l.CPUSet.Dir(cg.Path); d != "" {
-			st.cpus, err = cgroupfs.ReadCpusetCount(filepath.Join(d, file))
-			st.hasCPUs = optional(err) && st.cpus > 0
+			st.CPUs, err = cgroupfs.ReadCpusetCount(filepath.Join(d, file))
+			st.HasCPUs = optional(err) && st.CPUs > 0
 		}
 	}
 	return st, errors.Join(errs...)
@@ -321,4 +359,28 @@ func pathFilter(include, exclude *regexp.Regexp) func(string) bool {
 		}
 		return exclude == nil || !exclude.MatchString(p)
 	}
+}
+
+// JVMCgroup describes a JVM's cgroup as the JVM's container detection sees it: the quota
+// discovery read, shares or weight from the settings cache, the ancestors' limits.
+func (s *Cgroups) JVMCgroup(cg cgroupfs.Cgroup) jvm.CgroupCPU {
+	l := s.Layout()
+	var out jvm.CgroupCPU
+	if l.CPU != nil {
+		out.V2 = l.CPU.Version == 2
+		// An error reading another setting (burst, cpuset) is the cpu collector's to report.
+		if st, _ := s.Settings(cg, false); st.HasWeight && out.V2 {
+			out.Weight = int64(st.Weight)
+		} else if st.HasWeight {
+			out.Shares = int64(st.Shares)
+		}
+		if cg.HasCPUMax && cg.CPUMax.Limited() {
+			out.QuotaUS, out.PeriodUS = cg.CPUMax.QuotaUS, int64(cg.CPUMax.PeriodUS)
+		}
+	}
+	if cg.HasMemoryLimit {
+		out.MemoryLimitBytes = int64(cg.MemoryLimit)
+	}
+	out.AncestorQuotaUS, out.AncestorPeriodUS, out.AncestorMemoryBytes = s.ancestorLimits(cg.Path)
+	return out
 }
