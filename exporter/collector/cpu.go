@@ -96,7 +96,8 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 	if l.CPU == nil {
 		return errNoHierarchy("cpu")
 	}
-	cgs, walkErrs := c.env.Cgroups.Cgroups(ctx)
+	snap := c.env.Cgroups.Snapshot(ctx)
+	cgs, walkErrs := snap.Cgroups, snap.Errs
 	for _, we := range walkErrs {
 		t.note(we.Err) // counted by the cgroup source
 	}
@@ -106,18 +107,13 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			in = append(in, cg)
 		}
 	}
-	// The limits that bind, for cpu.stat.local: only on v2 kernels that may have the file.
-	var eff map[string]cgroupfs.Binding
-	if l.CPU.Version == 2 && !c.noLocalStat.Load() {
-		eff = cgroupfs.EffectiveLimits(in, nil)
-	}
-	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e, eff) })
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e, snap.Bindings) })
 	return t.err()
 }
 
 // collect emits one cgroup's CPU series. Required files missing means the cgroup is
 // gone; optional ones (burst, PSI, the v2 root's cpu.max) may legitimately be absent.
-func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter, eff map[string]cgroupfs.Binding) error {
+func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter, bindings map[string]cgroupfs.Binding) error {
 	dir := l.CPU.Dir(cg.Path)
 	v2 := l.CPU.Version == 2
 	stat, err := cgroupfs.ReadCPUStat(dir)
@@ -189,7 +185,7 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 	// Held back by an ancestor's limit only (no quota of its own, yet a binding one): its own
 	// counters say zero, cpu.stat.local does not.
 	if v2 && !limited && cg.Path != "/" && !c.noLocalStat.Load() {
-		if eff[cg.Path].CPUCgroup != "" {
+		if bindings[cg.Path].CPUCgroup != "" {
 			secs, err := cgroupfs.ReadCPUStatLocalV2(dir)
 			switch {
 			case err == nil:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
@@ -86,7 +87,9 @@ type throttleCollector struct {
 	// directories only, and of known ones every samplerQuotaAge.
 	quotas *cgroupfs.ProbeCache
 
-	adoptedAt time.Time // the scrape discovery last adopted (only the loop's goroutine)
+	// discoveries tells the loop about each walk the cgroup source published (a scrape's);
+	// nil until the loop starts (tests drive the sampler without it).
+	discoveries *source.Subscription
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
@@ -108,7 +111,7 @@ type throttleSeries struct {
 	periods, throttled uint64
 	throttledSeconds   float64
 	ratio, seconds     histogram
-	lastSeenGeneration uint64
+	lastSeenWalk       uint64 // the sampler's own quota walk that last listed it
 	abandoned          bool // a read timed out: its descriptor may still be in use, never close it
 	// parent is the nearest sampled ancestor (a pod whose containers have limits of their
 	// own), relinked whenever the set changes; win is this window's deltas, for its children.
@@ -178,6 +181,7 @@ func newThrottleCollector(env *Env) (Collector, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.done = make(chan struct{})
+	c.discoveries = env.Cgroups.Subscribe()
 	go c.loop(ctx)
 	return c, nil
 }
@@ -209,6 +213,9 @@ const samplerCloseWait = time.Second
 // Close stops the sampler and closes its files; it returns within samplerCloseWait.
 func (c *throttleCollector) Close() {
 	c.cancel()
+	if c.discoveries != nil {
+		c.discoveries.Close()
+	}
 	select {
 	case <-c.done:
 	case <-time.After(samplerCloseWait):
@@ -234,13 +241,13 @@ func (c *throttleCollector) loop(ctx context.Context) {
 	defer close(c.done)
 	ticker := time.NewTicker(c.window)
 	defer ticker.Stop()
-	var generation uint64
+	var walks uint64
 	for n := uint64(0); ; n++ {
 		if n%rediscoverEvery == 0 {
-			generation++
-			c.rediscover(ctx, generation)
+			walks++
+			c.rediscover(ctx, walks)
 		} else {
-			c.adopt(generation)
+			c.adopt(walks)
 		}
 		c.sample(ctx)
 		select {
@@ -252,7 +259,7 @@ func (c *throttleCollector) loop(ctx context.Context) {
 }
 
 // rediscover adds cgroups that gained a quota and forgets those that lost it or vanished.
-func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
+func (c *throttleCollector) rediscover(ctx context.Context, walk uint64) {
 	l := c.env.Cgroups.Layout()
 	if l.CPU == nil {
 		return
@@ -276,23 +283,30 @@ func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
 			n.Name(&cgs[i])
 		}
 	}
-	c.add(l, cgs, generation, complete)
+	c.add(l, cgs, walk, complete)
 }
 
-// adopt takes the new cgroups with a quota from a scrape's discovery younger than the last
-// one adopted: no walk of its own for them. It forgets none (the sampler's walks do).
-func (c *throttleCollector) adopt(generation uint64) {
-	snap, l := c.env.Cgroups.Latest(), c.env.Cgroups.Layout()
-	if snap == nil || !snap.At.After(c.adoptedAt) || l.CPU == nil {
+// adopt takes the new cgroups with a quota from the walks the cgroup source published since
+// the last window (a scrape's discovery): no walk of its own for them. It forgets none (the
+// sampler's walks do). It never waits: without a new snapshot it returns at once.
+func (c *throttleCollector) adopt(walk uint64) {
+	if c.discoveries == nil {
 		return
 	}
-	c.adoptedAt = snap.At
-	c.add(l, snap.Cgroups, generation, false)
+	select {
+	case <-c.discoveries.C:
+	default:
+		return
+	}
+	d, ok := c.discoveries.Next()
+	if l := c.env.Cgroups.Layout(); ok && l.CPU != nil {
+		c.add(l, d.Next.Cgroups, walk, false)
+	}
 }
 
 // add starts series for the cgroups with a quota that are new, refreshes the known ones,
 // and with forget, drops those not in cgs.
-func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint64, forget bool) {
+func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, walk uint64, forget bool) {
 	var fresh []*throttleSeries
 	c.mu.Lock()
 	for _, cg := range cgs {
@@ -301,7 +315,7 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 		}
 		if s, ok := c.series[cg.Path]; ok {
 			if forget {
-				s.lastSeenGeneration = generation
+				s.lastSeenWalk = walk
 			}
 			if s.cg.Identity != cg.Identity || s.cg.Names != cg.Names {
 				s.pairs = newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs
@@ -311,13 +325,13 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 		}
 		fresh = append(fresh, &throttleSeries{
 			cg: cg, pairs: newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs,
-			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenGeneration: generation,
+			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenWalk: walk,
 			ratio: newHistogram(ratioBuckets), seconds: newHistogram(scaled(secondsBuckets, c.window)),
 		})
 	}
 	removed := false
 	for p, s := range c.series {
-		if forget && s.lastSeenGeneration != generation {
+		if forget && s.lastSeenWalk != walk {
 			c.release(s)
 			delete(c.series, p)
 			removed = true

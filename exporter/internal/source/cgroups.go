@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,17 +126,18 @@ func (s *Cgroups) WalkOptions() cgroupfs.WalkOptions { return s.opts }
 // Layout is the hierarchy layout found at start.
 func (s *Cgroups) Layout() *cgroupfs.Layout { return s.layout }
 
-// Cgroups returns the watched cgroups, walking the hierarchies at most every DiscoveryMaxAge.
+// Snapshot returns the last walk when younger than MaxAge, else walks the hierarchies.
 // The walk's unreadable directories are counted here (collector "discovery") when the walk
-// finds them, and returned with the list marked as counted, so a collector can mark itself
+// finds them, and returned in Errs marked as counted, so a collector can mark itself
 // failed without counting them again. Concurrent callers share one walk, and each waits for
-// it only until its own ctx ends (then it gets no cgroups and a timeout): no caller waits on
-// a lock held across the walk's system calls.
-func (s *Cgroups) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
+// it only until its own ctx ends (then it gets an empty snapshot, Generation 0, and a
+// timeout): no caller waits on a lock held across the walk's system calls. A walk cut short
+// by its ctx is returned to its callers but not published (Generation 0).
+func (s *Cgroups) Snapshot(ctx context.Context) *Snapshot {
 	s.mu.Lock()
 	if snap := s.latest.Load(); snap != nil && !s.expired && time.Since(snap.At) < s.MaxAge {
 		s.mu.Unlock()
-		return snap.Cgroups, snap.Errs
+		return snap
 	}
 	w := s.walking
 	if w == nil {
@@ -148,10 +148,16 @@ func (s *Cgroups) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.Wa
 	s.mu.Unlock()
 	select {
 	case <-w.done:
-		return w.cgs, w.errs
+		return w.snap
 	case <-ctx.Done():
-		return nil, []cgroupfs.WalkError{{Path: "/", Err: Counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}
+		return &Snapshot{Errs: []cgroupfs.WalkError{{Path: "/", Err: Counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}}
 	}
+}
+
+// Cgroups is Snapshot's cgroups and walk errors.
+func (s *Cgroups) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
+	snap := s.Snapshot(ctx)
+	return snap.Cgroups, snap.Errs
 }
 
 // MemoryPaths lists the watched memory cgroups' paths (root excluded) by a directory walk
@@ -162,34 +168,10 @@ func (s *Cgroups) MemoryPaths(ctx context.Context) (paths []string, ok bool) {
 	return paths, len(errs) == 0 && ctx.Err() == nil
 }
 
-// ancestorLimits returns the smallest CPU quota and memory limit among the ancestors of path
-// in the last complete walk (which keeps every limited cgroup unless a path filter hides
-// it), for the JVM's view of its cgroup (JDK 24+ reads its ancestors' limits).
-func (s *Cgroups) ancestorLimits(path string) (quotaUS, periodUS, memory int64) {
-	var cgs []cgroupfs.Cgroup
-	if snap := s.latest.Load(); snap != nil {
-		cgs = snap.Cgroups
-	}
-	for _, a := range cgs {
-		if a.Path == path || !strings.HasPrefix(path, strings.TrimSuffix(a.Path, "/")+"/") {
-			continue
-		}
-		if m := a.CPUMax; a.InCPU && a.HasCPUMax && m.Limited() &&
-			(quotaUS == 0 || m.Cores() < float64(quotaUS)/float64(periodUS)) {
-			quotaUS, periodUS = m.QuotaUS, int64(m.PeriodUS)
-		}
-		if a.InMemory && a.HasMemoryLimit && a.MemoryLimit > 0 && (memory == 0 || int64(a.MemoryLimit) < memory) {
-			memory = int64(a.MemoryLimit)
-		}
-	}
-	return quotaUS, periodUS, memory
-}
-
 // walk is one discovery shared by the callers that arrive while it runs.
 type walk struct {
 	done chan struct{}
-	cgs  []cgroupfs.Cgroup
-	errs []cgroupfs.WalkError
+	snap *Snapshot
 }
 
 func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
@@ -203,13 +185,14 @@ func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
 		s.errors.Record(DiscoveryErrors, we.Path, we.Err)
 		errs[i].Err = Counted{we.Err}
 	}
-	w.cgs, w.errs = cgs, errs
+	w.snap = newSnapshot(0, cgs, errs)
 	s.mu.Lock()
 	s.walking = nil
 	var subs []*Subscription
 	if ctx.Err() == nil { // incomplete walks are not published
 		s.generation++
-		s.latest.Store(newSnapshot(s.generation, cgs, errs))
+		w.snap.Generation = s.generation
+		s.latest.Store(w.snap)
 		s.expired = false
 		subs = s.subs
 	}
@@ -381,6 +364,14 @@ func (s *Cgroups) JVMCgroup(cg cgroupfs.Cgroup) jvm.CgroupCPU {
 	if cg.HasMemoryLimit {
 		out.MemoryLimitBytes = int64(cg.MemoryLimit)
 	}
-	out.AncestorQuotaUS, out.AncestorPeriodUS, out.AncestorMemoryBytes = s.ancestorLimits(cg.Path)
+	// The ancestors' limits in the last complete walk (which keeps every limited cgroup
+	// unless a path filter hides it).
+	above := s.Latest().BindingAbove(cg.Path)
+	if above.CPUCgroup != "" {
+		out.AncestorQuotaUS, out.AncestorPeriodUS = above.CPU.QuotaUS, int64(above.CPU.PeriodUS)
+	}
+	if above.MemoryCgroup != "" {
+		out.AncestorMemoryBytes = int64(above.MemoryBytes)
+	}
 	return out
 }

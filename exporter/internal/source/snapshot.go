@@ -3,6 +3,7 @@
 package source
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
@@ -17,10 +18,25 @@ type Snapshot struct {
 	Cgroups    []cgroupfs.Cgroup
 	// Errs are the walk's unreadable directories, already counted (Counted).
 	Errs []cgroupfs.WalkError
+	// Bindings are each cgroup's binding limit (by path), from the walk's own limits: a
+	// limited ancestor hidden by a path filter is not in them (the effective collector reads it).
+	Bindings map[string]cgroupfs.Binding
+	own      map[string]cgroupfs.Limits
 }
 
 func newSnapshot(gen uint64, cgs []cgroupfs.Cgroup, errs []cgroupfs.WalkError) *Snapshot {
-	return &Snapshot{Generation: gen, At: time.Now(), Cgroups: cgs, Errs: errs}
+	return &Snapshot{Generation: gen, At: time.Now(), Cgroups: cgs, Errs: errs,
+		Bindings: cgroupfs.Bindings(cgs, nil), own: cgroupfs.OwnLimits(cgs)}
+}
+
+// BindingAbove is the binding limit of path's ancestors, path's own limits left out: what
+// a JVM (JDK 24+) reads besides its own cgroup's.
+func (snap *Snapshot) BindingAbove(path string) cgroupfs.Binding {
+	if snap == nil || path == "/" || path == "" {
+		return cgroupfs.Binding{}
+	}
+	parent := filepath.Dir(path)
+	return cgroupfs.BindingOf(parent, func(p string) cgroupfs.Limits { return snap.own[p] })
 }
 
 // Latest is the last complete walk's snapshot (nil before the first), without waiting for
@@ -57,6 +73,19 @@ func (s *Cgroups) Subscribe() *Subscription {
 		sub.notify()
 	}
 	return sub
+}
+
+// Close ends the subscription: C is signalled no more.
+func (sub *Subscription) Close() {
+	s := sub.src
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.subs {
+		if x == sub {
+			s.subs = append(s.subs[:i:i], s.subs[i+1:]...)
+			return
+		}
+	}
 }
 
 func (sub *Subscription) notify() {
