@@ -112,7 +112,7 @@ type throttleSeries struct {
 	throttledSeconds   float64
 	ratio, seconds     histogram
 	lastSeenWalk       uint64 // the sampler's own quota walk that last listed it
-	abandoned          bool // a read timed out: its descriptor may still be in use, never close it
+	abandoned          bool   // a read timed out: its descriptor may still be in use, never close it
 	// parent is the nearest sampled ancestor (a pod whose containers have limits of their
 	// own), relinked whenever the set changes; win is this window's deltas, for its children.
 	parent *throttleSeries

@@ -318,25 +318,13 @@ func hasProcs(dir string) (bool, error) {
 
 // readCPUMax reads the quota of the hierarchy's version.
 func readCPUMax(h *Hierarchy, dir string) (CPUMax, bool) {
-	var m CPUMax
-	var err error
-	if h.Version == 2 {
-		m, err = ReadCPUMaxV2(dir)
-	} else {
-		m, err = ReadCPUMaxV1(dir)
-	}
+	m, err := h.ReadCPUMax(dir)
 	return m, err == nil
 }
 
 // readMemoryLimit reads memory.max (v2) or memory.limit_in_bytes (v1); 0 means unlimited.
 func readMemoryLimit(h *Hierarchy, dir string) (uint64, bool) {
-	var v uint64
-	var err error
-	if h.Version == 2 {
-		v, err = ReadMemoryMaxV2(dir)
-	} else {
-		v, err = ReadMemoryLimitV1(dir)
-	}
+	v, err := h.ReadMemoryLimit(dir)
 	return v, err == nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -308,24 +307,13 @@ func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (CPUSettings, error
 	}
 	dir := l.CPU.Dir(cg.Path)
 	var err error
-	if l.CPU.Version == 2 {
-		st.BurstUS, err = cgroupfs.ReadCPUBurstV2(dir)
-		st.HasBurst = optional(err)
-		st.Weight, err = cgroupfs.ReadCPUWeightV2(dir)
-		st.HasWeight = optional(err)
-	} else {
-		st.BurstUS, err = cgroupfs.ReadCPUBurstV1(dir)
-		st.HasBurst = optional(err)
-		st.Shares, err = cgroupfs.ReadCPUSharesV1(dir)
-		st.Weight, st.HasWeight = cgroupfs.SharesToWeight(st.Shares), optional(err)
-	}
+	st.BurstUS, err = l.CPU.ReadCPUBurst(dir)
+	st.HasBurst = optional(err)
+	st.Weight, st.Shares, err = l.CPU.ReadCPUWeight(dir)
+	st.HasWeight = optional(err)
 	if l.CPUSet != nil {
-		file := "cpuset.cpus"
-		if l.CPUSet.Version == 2 {
-			file = "cpuset.cpus.effective"
-		}
 		if d := l.CPUSet.Dir(cg.Path); d != "" {
-			st.CPUs, err = cgroupfs.ReadCpusetCount(filepath.Join(d, file))
+			st.CPUs, err = l.CPUSet.ReadCPUSetCount(d)
 			st.HasCPUs = optional(err) && st.CPUs > 0
 		}
 	}
