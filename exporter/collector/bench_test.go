@@ -236,7 +236,7 @@ func BenchmarkReadFloorRawAt(b *testing.B) {
 func BenchmarkSamplerWindow(b *testing.B) {
 	env, _ := benchEnv(b, 1000)
 	thr := newThrottleSampler(env, time.Second)
-	thr.rediscover(context.Background(), 1)
+	thr.rediscover(context.Background())
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
@@ -272,7 +272,7 @@ func BenchmarkSamplerWindowRealCgroups(b *testing.B) {
 		b.Fatal(err)
 	}
 	thr := newThrottleSampler(env, time.Second)
-	thr.rediscover(context.Background(), 1)
+	thr.rediscover(context.Background())
 	defer thr.Close()
 	b.ResetTimer()
 	cpu := cpuTime()

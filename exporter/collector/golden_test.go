@@ -103,7 +103,7 @@ func scrapeCgroups(t testing.TB, env *Env, more ...string) string {
 	mem, _ := newMemoryCollector(env)
 	thr := newThrottleSampler(env, time.Second)
 	defer thr.Close()
-	thr.rediscover(context.Background(), 1)
+	thr.rediscover(context.Background())
 	thr.sample(context.Background())
 	bumpThrottling(t, env, 10, 3, 0.2)
 	thr.sample(context.Background())

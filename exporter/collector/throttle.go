@@ -56,17 +56,6 @@ var (
 		"quota_exporter: sampler windows run.", nil, nil)
 )
 
-// rediscoverEvery windows the sampler walks the cpu hierarchy again for new cgroups with a
-// quota; between walks it only reads cpu.stat of the ones it knows, and adopts the new
-// cgroups with a quota that a scrape's discovery found. Scraped every 15 s, a new container
-// is sampled from the next scrape on; the walk (a tenth of the idle cost every 10 s at 1 000
-// cgroups) is for new cgroups while nobody scrapes and for forgetting removed ones.
-const rediscoverEvery = 30
-
-// samplerQuotaAge is how long the sampler's walk trusts a known cgroup's quota (a scrape's
-// discovery, adopted, refreshes it every 30 s).
-const samplerQuotaAge = time.Minute
-
 // samplerWorkers read cpu.stat files in parallel: one is plenty for thousands of cgroups,
 // the second keeps the window going while a stuck file waits out its budget.
 const samplerWorkers = 2
@@ -83,9 +72,6 @@ type throttleCollector struct {
 	// fdBudget is how many cpu.stat files the sampler keeps open (pread each window saves
 	// an open and close); beyond it, it opens, reads and closes each window.
 	fdBudget int
-	// quotas keeps the quotas between rediscoveries: each walk reads the quota of new
-	// directories only, and of known ones every samplerQuotaAge.
-	quotas *cgroupfs.ProbeCache
 
 	// discoveries tells the loop about each walk the cgroup source published (a scrape's);
 	// nil until the loop starts (tests drive the sampler without it).
@@ -111,7 +97,7 @@ type throttleSeries struct {
 	periods, throttled uint64
 	throttledSeconds   float64
 	ratio, seconds     histogram
-	lastSeenWalk       uint64 // the sampler's own quota walk that last listed it
+	lastSeenGeneration uint64 // of the last complete snapshot that listed it
 	abandoned          bool   // a read timed out: its descriptor may still be in use, never close it
 	// parent is the nearest sampled ancestor (a pod whose containers have limits of their
 	// own), relinked whenever the set changes; win is this window's deltas, for its children.
@@ -191,8 +177,7 @@ func newThrottleSampler(env *Env, window time.Duration) *throttleCollector {
 	done := make(chan struct{})
 	close(done)
 	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, gate: cgroupGate(env, "throttle"),
-		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{},
-		quotas: &cgroupfs.ProbeCache{MaxAge: samplerQuotaAge}}
+		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{}}
 }
 
 // descriptorBudget leaves the larger of a quarter of RLIMIT_NOFILE and 512 descriptors to
@@ -241,14 +226,9 @@ func (c *throttleCollector) loop(ctx context.Context) {
 	defer close(c.done)
 	ticker := time.NewTicker(c.window)
 	defer ticker.Stop()
-	var walks uint64
-	for n := uint64(0); ; n++ {
-		if n%rediscoverEvery == 0 {
-			walks++
-			c.rediscover(ctx, walks)
-		} else {
-			c.adopt(walks)
-		}
+	c.rediscover(ctx)
+	for {
+		c.adopt()
 		c.sample(ctx)
 		select {
 		case <-ctx.Done():
@@ -258,38 +238,19 @@ func (c *throttleCollector) loop(ctx context.Context) {
 	}
 }
 
-// rediscover adds cgroups that gained a quota and forgets those that lost it or vanished.
-func (c *throttleCollector) rediscover(ctx context.Context, walk uint64) {
-	l := c.env.Cgroups.Layout()
-	if l.CPU == nil {
-		return
-	}
+// rediscover takes the cgroup source's snapshot, walking when it is older than a scrape's
+// (at start): the sampler has no walk of its own.
+func (c *throttleCollector) rediscover(ctx context.Context) {
 	// A walk of 100 000 cgroups on a loaded node takes many seconds; the sampler waits
 	// for it (without sampling meanwhile) but not forever.
 	ctx, cancel := context.WithTimeout(ctx, max(30*c.window, 30*time.Second))
 	defer cancel()
-	// Only the cpu hierarchy's quota files: the full discovery (cgroup.procs, memory
-	// limits) every 10 s was most of the idle sampler's cost. Its errors are the scrape's
-	// discovery's to count. It quarantines through the sampler's own gate: sharing the
-	// discovery gate would refuse (ErrStuck) a scrape's read of a directory this walk is
-	// reading at the same moment, and that cgroup would miss from the scrape.
-	opts := c.env.Cgroups.WalkOptions()
-	opts.Gate = c.gate
-	opts.Cache = c.quotas
-	cgs, _ := l.DiscoverQuotas(ctx, opts)
-	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
-	if n := c.env.PodNames; n != nil {
-		for i := range cgs {
-			n.Name(&cgs[i])
-		}
-	}
-	c.add(l, cgs, walk, complete)
+	c.apply(c.env.Cgroups.Snapshot(ctx))
 }
 
-// adopt takes the new cgroups with a quota from the walks the cgroup source published since
-// the last window (a scrape's discovery): no walk of its own for them. It forgets none (the
-// sampler's walks do). It never waits: without a new snapshot it returns at once.
-func (c *throttleCollector) adopt(walk uint64) {
+// adopt applies the newest snapshot the cgroup source published since the last window (a
+// scrape's walk or the source's schedule). It never waits: without one it returns at once.
+func (c *throttleCollector) adopt() {
 	if c.discoveries == nil {
 		return
 	}
@@ -298,15 +259,25 @@ func (c *throttleCollector) adopt(walk uint64) {
 	default:
 		return
 	}
-	d, ok := c.discoveries.Next()
-	if l := c.env.Cgroups.Layout(); ok && l.CPU != nil {
-		c.add(l, d.Next.Cgroups, walk, false)
+	if d, ok := c.discoveries.Next(); ok {
+		c.apply(d.Next)
 	}
+}
+
+// apply adds the snapshot's cgroups that gained a quota and, when the walk read every
+// directory, forgets those that lost it or vanished.
+func (c *throttleCollector) apply(snap *source.Snapshot) {
+	l := c.env.Cgroups.Layout()
+	if l.CPU == nil {
+		return
+	}
+	complete := snap.Generation > 0 && len(snap.Errs) == 0 // an unreadable directory may hide a cgroup
+	c.add(l, snap.Cgroups, snap.Generation, complete)
 }
 
 // add starts series for the cgroups with a quota that are new, refreshes the known ones,
 // and with forget, drops those not in cgs.
-func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, walk uint64, forget bool) {
+func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint64, forget bool) {
 	var fresh []*throttleSeries
 	c.mu.Lock()
 	for _, cg := range cgs {
@@ -315,7 +286,7 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, walk 
 		}
 		if s, ok := c.series[cg.Path]; ok {
 			if forget {
-				s.lastSeenWalk = walk
+				s.lastSeenGeneration = generation
 			}
 			if s.cg.Identity != cg.Identity || s.cg.Names != cg.Names {
 				s.pairs = newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs
@@ -325,13 +296,13 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, walk 
 		}
 		fresh = append(fresh, &throttleSeries{
 			cg: cg, pairs: newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs,
-			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenWalk: walk,
+			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenGeneration: generation,
 			ratio: newHistogram(ratioBuckets), seconds: newHistogram(scaled(secondsBuckets, c.window)),
 		})
 	}
 	removed := false
 	for p, s := range c.series {
-		if forget && s.lastSeenWalk != walk {
+		if forget && s.lastSeenGeneration != generation {
 			c.release(s)
 			delete(c.series, p)
 			removed = true

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -183,6 +184,34 @@ func (l *Layout) MemoryPaths(ctx context.Context, opts WalkOptions) ([]string, [
 			out = append(out, p)
 		}
 	})
+	return out, errs
+}
+
+// Paths lists the cgroup paths of the cpu and memory hierarchies (one walk when they are
+// the same, v2) that opts.Keep keeps, root excluded, by getdents alone: what the cgroup
+// source checks between walks to know whether any came or went. Sorted, without duplicates.
+func (l *Layout) Paths(ctx context.Context, opts WalkOptions) ([]string, []WalkError) {
+	seen := map[string]bool{}
+	var errs []WalkError
+	hs := []*Hierarchy{l.CPU}
+	if l.Memory != nil && (l.CPU == nil || l.Memory.MountPoint != l.CPU.MountPoint) {
+		hs = append(hs, l.Memory)
+	}
+	for _, h := range hs {
+		if h == nil {
+			continue
+		}
+		errs = append(errs, walkKept(ctx, h, opts, func(_, p string) {
+			if p != "/" {
+				seen[p] = true
+			}
+		})...)
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
 	return out, errs
 }
 

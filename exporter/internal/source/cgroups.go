@@ -56,6 +56,10 @@ type Cgroups struct {
 	// latest is the last complete walk's snapshot (nil before one); read without mu.
 	latest atomic.Pointer[Snapshot]
 	subs   []*Subscription
+	// stopScheduleFn ends the rediscovery schedule, which runs while subs is not empty;
+	// checkEvery and refreshEvery are CheckEvery and RefreshEvery (tests shorten them).
+	stopScheduleFn           context.CancelFunc
+	checkEvery, refreshEvery time.Duration
 
 	names Namer // nil: no Kubernetes names
 
@@ -106,6 +110,8 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 		errors:       errs,
 		names:        o.Names,
 		MaxAge:       DiscoveryMaxAge,
+		checkEvery:   CheckEvery,
+		refreshEvery: RefreshEvery,
 		settings:     map[string]CPUSettings{},
 		settingsGate: procread.NewGate(DiscoveryErrors),
 	}, nil

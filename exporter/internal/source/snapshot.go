@@ -62,12 +62,16 @@ type Subscription struct {
 }
 
 // Subscribe starts telling the caller about every published walk. A snapshot published
-// before the call is delivered too (C is signalled at once).
+// before the call is delivered too (C is signalled at once). While anyone subscribes, the
+// source runs the rediscovery schedule (schedule.go): subscribers need no walk of their own.
 func (s *Cgroups) Subscribe() *Subscription {
 	c := make(chan struct{}, 1)
 	sub := &Subscription{C: c, c: c, src: s}
 	s.mu.Lock()
 	s.subs = append(s.subs, sub)
+	if len(s.subs) == 1 {
+		s.startSchedule()
+	}
 	s.mu.Unlock()
 	if s.latest.Load() != nil {
 		sub.notify()
@@ -83,6 +87,9 @@ func (sub *Subscription) Close() {
 	for i, x := range s.subs {
 		if x == sub {
 			s.subs = append(s.subs[:i:i], s.subs[i+1:]...)
+			if len(s.subs) == 0 {
+				s.stopSchedule()
+			}
 			return
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
@@ -70,14 +71,21 @@ func TestSnapshotGenerationsAndBindings(t *testing.T) {
 // snapshot it last took, however many walks it missed.
 func TestSubscriptionDeltas(t *testing.T) {
 	src, root := fixtureSource(t)
+	src.checkEvery, src.refreshEvery = time.Hour, time.Hour // no walks but the test's
 	ctx := context.Background()
 	src.Snapshot(ctx)
 	sub := src.Subscribe()
 	defer sub.Close()
 	<-sub.C // a snapshot published before Subscribe is delivered
+	// The schedule's first check walks at once (it has no directory list yet).
+	waitFor(t, func() bool { return src.Latest().Generation == 2 })
 	d, ok := sub.Next()
 	if !ok || d.Prev != nil || len(d.Added) != len(d.Next.Cgroups) || len(d.Removed) != 0 {
 		t.Fatalf("first delta: ok %v, %+v", ok, d)
+	}
+	select { // gen 2 may have come after the first signal was taken
+	case <-sub.C:
+	default:
 	}
 	if _, ok := sub.Next(); ok {
 		t.Fatal("a second delta without a new walk")
@@ -95,7 +103,7 @@ func TestSubscriptionDeltas(t *testing.T) {
 	last := src.Snapshot(ctx)
 	<-sub.C
 	d, ok = sub.Next()
-	if !ok || d.Next != last || d.Prev.Generation != 1 {
+	if !ok || d.Next != last || d.Prev.Generation != 2 {
 		t.Fatalf("delta over two walks: ok %v, prev %v, next %v", ok, d.Prev, d.Next)
 	}
 	if len(d.Added) != 1 || d.Added[0].Path != extra || len(d.Removed) != 1 || d.Removed[0].Path != container {
@@ -107,6 +115,44 @@ func TestSubscriptionDeltas(t *testing.T) {
 	case <-sub.C:
 		t.Error("a closed subscription was signalled")
 	default:
+	}
+}
+
+// The schedule sees a new cgroup between scrapes: nobody calls Snapshot.
+func TestScheduleWalksOnNewDirectory(t *testing.T) {
+	src, root := fixtureSource(t)
+	src.checkEvery = 20 * time.Millisecond
+	sub := src.Subscribe()
+	defer sub.Close()
+	waitFor(t, func() bool { return src.Latest() != nil })
+	extra := pod + "/cri-containerd-c.scope"
+	if err := fixture.Write(root, fixture.V2, append(tree, fixture.Cgroup{Path: extra, QuotaUS: 50000})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		for _, cg := range src.Latest().Cgroups {
+			if cg.Path == extra {
+				return true
+			}
+		}
+		return false
+	})
+	sub.Close()
+	gen := src.Latest().Generation
+	time.Sleep(100 * time.Millisecond)
+	if src.Latest().Generation > gen+1 { // a check in progress at Close may still publish
+		t.Errorf("the schedule went on walking after its last subscriber left: generation %d, then %d", gen, src.Latest().Generation)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
