@@ -450,7 +450,7 @@ func gatherCount(b testing.TB, reg *prometheus.Registry) (series int, families m
 }
 
 // BenchmarkScrapeProcesses is one scrape of the process, go, jvm and malloc collectors with
-// discovery over 500 fixture processes in 100 containers. ProcessSource caches runtime
+// discovery over 500 fixture processes in 100 containers. The process source caches runtime
 // detection per (pid, start time) and the malloc layout for 30 s, the Go build info for 30 s:
 //
 //   - cold: the first scrape of a new exporter (every process detected, every layout read);

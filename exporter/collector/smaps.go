@@ -77,7 +77,7 @@ func (c *smapsCollector) loop(ctx context.Context) {
 }
 
 // refresh reads smaps of every glibc process whose last read is older than the interval.
-// It works from the scrapes' last listing (ProcessSource.Last): it never lists processes or
+// It works from the scrapes' last listing (Processes.Last): it never lists processes or
 // takes the source's lock, so it cannot stall a scrape. Its reads run in parallel with their
 // own budgets through the source's gate, so a process stuck in the kernel costs one read.
 func (c *smapsCollector) refresh(ctx context.Context) {

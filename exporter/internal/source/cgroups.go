@@ -57,9 +57,9 @@ type Cgroups struct {
 	latest atomic.Pointer[Snapshot]
 	subs   []*Subscription
 	// stopScheduleFn ends the rediscovery schedule, which runs while subs is not empty;
-	// checkEvery and refreshEvery are CheckEvery and RefreshEvery (tests shorten them).
-	stopScheduleFn           context.CancelFunc
-	checkEvery, refreshEvery time.Duration
+	// checkEvery is CheckEvery (tests change it).
+	stopScheduleFn context.CancelFunc
+	checkEvery     time.Duration
 
 	names Namer // nil: no Kubernetes names
 
@@ -111,7 +111,6 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 		names:        o.Names,
 		MaxAge:       DiscoveryMaxAge,
 		checkEvery:   CheckEvery,
-		refreshEvery: RefreshEvery,
 		settings:     map[string]CPUSettings{},
 		settingsGate: procread.NewGate(DiscoveryErrors),
 	}, nil

@@ -9,15 +9,15 @@ import (
 
 // The one rediscovery schedule. Scrapes walk when their snapshot is older than MaxAge; while
 // someone subscribes (the throttle sampler, the OOM watcher), the source also looks between
-// scrapes, so that no consumer walks on its own:
+// scrapes, so that no consumer walks on its own. Between scrapes it only lists directories:
+// a quota or limit changed on a cgroup that stays is seen by the next scrape's walk (a full
+// walk on a clock would read every cgroup.procs between scrapes).
 const (
 	// CheckEvery is how often the cgroup directories are listed (getdents only, no file
-	// read) to see whether any came or went; a change is walked at once, and once more a
-	// check later, because a runtime writes a new cgroup's limits and PIDs after its mkdir.
+	// read) to see whether any came or went; a change is walked at once unless a walk was
+	// published since the listing, and once more a check later, because a runtime writes a
+	// new cgroup's limits and PIDs after its mkdir.
 	CheckEvery = 5 * time.Second
-	// RefreshEvery bounds a snapshot's age: a quota or limit changed without a directory
-	// coming or going is seen within it even when nobody scrapes.
-	RefreshEvery = 30 * time.Second
 	// refreshTimeout bounds one walk of the schedule (a walk of 100 000 cgroups on a loaded
 	// node takes many seconds).
 	refreshTimeout = 30 * time.Second
@@ -44,11 +44,15 @@ func (s *Cgroups) schedule(ctx context.Context) {
 	var prev map[string]bool
 	settling := false
 	for {
+		listed := time.Now()
 		changed := s.dirsChanged(ctx, &prev)
 		walk := changed || settling
 		settling = changed
-		if snap := s.Latest(); snap == nil || time.Since(snap.At) >= s.refreshEvery {
+		switch snap := s.Latest(); {
+		case snap == nil:
 			walk = true
+		case snap.At.After(listed): // a scrape (or another consumer) walked since the listing
+			walk = false
 		}
 		if walk {
 			s.refresh(ctx)

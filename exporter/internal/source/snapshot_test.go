@@ -71,7 +71,7 @@ func TestSnapshotGenerationsAndBindings(t *testing.T) {
 // snapshot it last took, however many walks it missed.
 func TestSubscriptionDeltas(t *testing.T) {
 	src, root := fixtureSource(t)
-	src.checkEvery, src.refreshEvery = time.Hour, time.Hour // no walks but the test's
+	src.checkEvery = time.Hour // no walks but the test's
 	ctx := context.Background()
 	src.Snapshot(ctx)
 	sub := src.Subscribe()
