@@ -38,9 +38,10 @@ const SettingsBudget = time.Second
 // directories its walk could not read, whatever collectors are enabled.
 const DiscoveryErrors = "discovery"
 
-// Cgroups discovers the watched cgroups and caches their slowly changing CPU settings;
-// shared by the cpu, memory, throttle and jvm collectors and the process source. Each fresh
-// walk forgets the settings of cgroups that are gone.
+// Cgroups discovers the watched cgroups, publishes each complete walk as an immutable
+// Snapshot (with a generation and the binding limits), tells subscribers what came and went,
+// and caches the cgroups' slowly changing CPU settings; shared by the collectors and the
+// process source. Each fresh walk forgets the settings of cgroups that are gone.
 type Cgroups struct {
 	layout *cgroupfs.Layout
 	opts   cgroupfs.WalkOptions
