@@ -73,8 +73,8 @@ type throttleCollector struct {
 	// an open and close); beyond it, it opens, reads and closes each window.
 	fdBudget int
 
-	// discoveries tells the loop about each walk the cgroup source published (a scrape's);
-	// nil until the loop starts (tests drive the sampler without it).
+	// discoveries tells the loop about each walk the cgroup source published (a scrape's or
+	// its schedule's); nil for a sampler whose loop is not started (tests drive it).
 	discoveries *source.Subscription
 
 	mu      sync.Mutex
