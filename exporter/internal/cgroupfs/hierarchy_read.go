@@ -17,6 +17,20 @@ import (
 // errNoSuchFile is a concept this cgroup version has no file for.
 var errNoSuchFile = fmt.Errorf("%w on this cgroup version", fs.ErrNotExist)
 
+// byVersion reads dir with the reader of h's version.
+func byVersion[T any](h *Hierarchy, dir string, v1, v2 func(string) (T, error)) (T, error) {
+	if h.Version == 2 {
+		return v2(dir)
+	}
+	return v1(dir)
+}
+
+// v2Only is a v1 reader of a concept only v2 has.
+func v2Only[T any](string) (T, error) {
+	var zero T
+	return zero, errNoSuchFile
+}
+
 // HasControlFiles is false for the v2 root, which has no cpu.max, memory.current or
 // memory.stat: its numbers are the host's (node_exporter's job).
 func (h *Hierarchy) HasControlFiles(path string) bool {
@@ -25,19 +39,13 @@ func (h *Hierarchy) HasControlFiles(path string) bool {
 
 // ReadCPUMax reads the quota: cpu.max (v2), cpu.cfs_quota_us and cpu.cfs_period_us (v1).
 func (h *Hierarchy) ReadCPUMax(dir string) (CPUMax, error) {
-	if h.Version == 2 {
-		return readCPUMaxV2(dir)
-	}
-	return readCPUMaxV1(dir)
+	return byVersion(h, dir, readCPUMaxV1, readCPUMaxV2)
 }
 
 // ReadCPUBurst reads the burst allowance in microseconds: cpu.max.burst (v2),
 // cpu.cfs_burst_us (v1, kernel 5.14+).
 func (h *Hierarchy) ReadCPUBurst(dir string) (uint64, error) {
-	if h.Version == 2 {
-		return readCPUBurstV2(dir)
-	}
-	return readCPUBurstV1(dir)
+	return byVersion(h, dir, readCPUBurstV1, readCPUBurstV2)
 }
 
 // ReadCPUWeight reads the cgroup's share of contended CPU on the v2 scale (1–10000):
@@ -65,10 +73,7 @@ func (h *Hierarchy) ReadCPUSetCount(dir string) (int, error) {
 // ReadCPUStatLocal reads the seconds the cgroup was throttled by its own or any ancestor's
 // quota (v2 cpu.stat.local, Linux 6.6+); fs.ErrNotExist on older kernels, the root and v1.
 func (h *Hierarchy) ReadCPUStatLocal(dir string) (float64, error) {
-	if h.Version != 2 {
-		return 0, errNoSuchFile
-	}
-	return readCPUStatLocalV2(dir)
+	return byVersion(h, dir, v2Only[float64], readCPUStatLocalV2)
 }
 
 // ReadPSI reads the cgroup's pressure stall file of resource ("cpu", "memory", "io");
@@ -84,28 +89,19 @@ func (h *Hierarchy) ReadPSI(dir, resource string) (PSI, error) {
 // memory.stat and memory.events (v2); memory.usage_in_bytes, memory.stat and
 // memory.oom_control (v1). Not the limit (ReadMemoryLimit).
 func (h *Hierarchy) ReadMemoryStats(dir string) (Memory, error) {
-	if h.Version == 2 {
-		return readMemoryStatsV2(dir)
-	}
-	return readMemoryStatsV1(dir)
+	return byVersion(h, dir, readMemoryStatsV1, readMemoryStatsV2)
 }
 
 // ReadMemoryLimit reads the hard limit: memory.max (v2), memory.limit_in_bytes (v1);
 // 0 means unlimited.
 func (h *Hierarchy) ReadMemoryLimit(dir string) (uint64, error) {
-	if h.Version == 2 {
-		return readMemoryMaxV2(dir)
-	}
-	return readMemoryLimitV1(dir)
+	return byVersion(h, dir, readMemoryLimitV1, readMemoryMaxV2)
 }
 
 // ReadMemoryHigh reads the throttling limit memory.high (v2 only: fs.ErrNotExist on v1);
 // 0 means none.
 func (h *Hierarchy) ReadMemoryHigh(dir string) (uint64, error) {
-	if h.Version != 2 {
-		return 0, errNoSuchFile
-	}
-	return readMemoryHighV2(dir)
+	return byVersion(h, dir, v2Only[uint64], readMemoryHighV2)
 }
 
 // ReadMemoryPeak reads the peak usage: memory.peak (v2, Linux 5.19+),
