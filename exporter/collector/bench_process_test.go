@@ -411,13 +411,8 @@ func procMaps(kind procKind, exe string) string {
 // newScrape makes the next Gather walk the hierarchies and list the processes again, once,
 // shared by the scrape's collectors: what a scrape every 15 s does with discoveryMaxAge.
 func newScrape(env *Env) {
-	env.Cgroups.mu.Lock()
-	env.Cgroups.at = time.Time{}
-	env.Cgroups.mu.Unlock()
-	ps := env.Processes
-	ps.mu.Lock()
-	ps.at = time.Time{}
-	ps.mu.Unlock()
+	env.Cgroups.Expire()
+	env.Processes.Expire()
 }
 
 // releaseEnv is a no-op kept for the benchmarks' shape: an Env's state lives on the Env
@@ -451,7 +446,7 @@ func gatherCount(b testing.TB, reg *prometheus.Registry) (series int, families m
 }
 
 // BenchmarkScrapeProcesses is one scrape of the process, go, jvm and malloc collectors with
-// discovery over 500 fixture processes in 100 containers. ProcessSource caches runtime
+// discovery over 500 fixture processes in 100 containers. The process source caches runtime
 // detection per (pid, start time) and the malloc layout for 30 s, the Go build info for 30 s:
 //
 //   - cold: the first scrape of a new exporter (every process detected, every layout read);
@@ -530,7 +525,7 @@ func BenchmarkScrapeProcesses(b *testing.B) {
 	b.Run("steady-walk-per-collector", func(b *testing.B) {
 		env := newEnv()
 		defer releaseEnv(env)
-		env.Cgroups.maxAge, env.Processes.maxAge = 0, 0
+		env.Cgroups.MaxAge, env.Processes.MaxAge = 0, 0
 		reg, _ := collectorSet(b, env, processCollectors)
 		gatherCount(b, reg)
 		measureGather(b, nil, reg)

@@ -73,7 +73,7 @@ func BenchmarkScrape(b *testing.B) {
 // (maxAge 0): the cpu and memory collectors each walk the tree.
 func BenchmarkScrapeWalkPerCollector(b *testing.B) {
 	env, _ := benchEnv(b, 1000)
-	env.Cgroups.maxAge = 0
+	env.Cgroups.MaxAge = 0
 	reg := cgroupRegistry(env)
 	measureGather(b, nil, reg)
 }
@@ -97,7 +97,7 @@ func BenchmarkDiscoverQuotas(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		env.Cgroups.Layout().DiscoverQuotas(context.Background(), env.Cgroups.opts)
+		env.Cgroups.Layout().DiscoverQuotas(context.Background(), env.Cgroups.WalkOptions())
 	}
 }
 
@@ -236,7 +236,7 @@ func BenchmarkReadFloorRawAt(b *testing.B) {
 func BenchmarkSamplerWindow(b *testing.B) {
 	env, _ := benchEnv(b, 1000)
 	thr := newThrottleSampler(env, time.Second)
-	thr.rediscover(context.Background(), 1)
+	thr.rediscover(context.Background())
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
@@ -272,7 +272,7 @@ func BenchmarkSamplerWindowRealCgroups(b *testing.B) {
 		b.Fatal(err)
 	}
 	thr := newThrottleSampler(env, time.Second)
-	thr.rediscover(context.Background(), 1)
+	thr.rediscover(context.Background())
 	defer thr.Close()
 	b.ResetTimer()
 	cpu := cpuTime()

@@ -61,7 +61,7 @@ type cpuCollector struct {
 	// onlineCPUs is the host's CPU count: a cpuset of all of them is the default and not
 	// exported (0: unknown, always exported).
 	onlineCPUs int
-	// noLocalStat is set once a non-root v2 cgroup has no cpu.stat.local (a kernel before
+	// noLocalStat is set once a non-root cgroup has no cpu.stat.local (v1, a kernel before
 	// 6.6): no open is tried again.
 	noLocalStat atomic.Bool
 }
@@ -74,11 +74,7 @@ func newCPUCollector(env *Env) (Collector, error) {
 // container with the host's cgroup tree), else the online CPUs in sysfs; 0 when neither reads.
 func hostCPUs(env *Env) int {
 	if l := env.Cgroups.Layout(); l.CPUSet != nil {
-		file := "cpuset.cpus"
-		if l.CPUSet.Version == 2 {
-			file = "cpuset.cpus.effective"
-		}
-		if n, err := cgroupfs.ReadCpusetCount(filepath.Join(l.CPUSet.Dir("/"), file)); err == nil && n > 0 {
+		if n, err := l.CPUSet.ReadCPUSetCount(l.CPUSet.Dir("/")); err == nil && n > 0 {
 			return n
 		}
 	}
@@ -96,7 +92,8 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 	if l.CPU == nil {
 		return errNoHierarchy("cpu")
 	}
-	cgs, walkErrs := c.env.Cgroups.Cgroups(ctx)
+	snap := c.env.Cgroups.Snapshot(ctx)
+	cgs, walkErrs := snap.Cgroups, snap.Errs
 	for _, we := range walkErrs {
 		t.note(we.Err) // counted by the cgroup source
 	}
@@ -106,20 +103,14 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			in = append(in, cg)
 		}
 	}
-	// The limits that bind, for cpu.stat.local: only on v2 kernels that may have the file.
-	var eff map[string]cgroupfs.Binding
-	if l.CPU.Version == 2 && !c.noLocalStat.Load() {
-		eff = cgroupfs.EffectiveLimits(in, nil)
-	}
-	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e, eff) })
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e, snap.Bindings) })
 	return t.err()
 }
 
 // collect emits one cgroup's CPU series. Required files missing means the cgroup is
 // gone; optional ones (burst, PSI, the v2 root's cpu.max) may legitimately be absent.
-func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter, eff map[string]cgroupfs.Binding) error {
+func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter, bindings map[string]cgroupfs.Binding) error {
 	dir := l.CPU.Dir(cg.Path)
-	v2 := l.CPU.Version == 2
 	stat, err := cgroupfs.ReadCPUStat(dir)
 	if err != nil {
 		return err
@@ -132,14 +123,9 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 	}
 
 	max := cg.CPUMax // read by discovery in this scrape
-	switch {
-	case cg.HasCPUMax:
-	case v2:
-		max, err = cgroupfs.ReadCPUMaxV2(dir)
-		optional(err) // absent on the v2 root
-	default:
-		max, err = cgroupfs.ReadCPUMaxV1(dir)
-		if err != nil {
+	if !cg.HasCPUMax {
+		// Absent on the v2 root; a cgroup that is gone failed at cpu.stat.
+		if max, err = l.CPU.ReadCPUMax(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -149,21 +135,21 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 	// elsewhere they are constant zeros. Constant defaults (period 0.1 s, no burst, every
 	// CPU) are not exported either: absent means the default (docs/metrics.md's budget).
 	limited := max.Limited()
-	bursting := limited && (settings.burstUS > 0 || stat.Bursts > 0 || stat.BurstSeconds > 0)
+	bursting := limited && (settings.BurstUS > 0 || stat.Bursts > 0 || stat.BurstSeconds > 0)
 	if limited {
 		if max.PeriodUS != defaultPeriodUS {
 			e.gauge(cpuPeriodDesc, float64(max.PeriodUS)/1e6)
 		}
 		e.gauge(cpuLimitDesc, max.Cores())
-		if settings.hasBurst && bursting {
-			e.gauge(cpuBurstLimitDesc, float64(settings.burstUS)/float64(max.PeriodUS))
+		if settings.HasBurst && bursting {
+			e.gauge(cpuBurstLimitDesc, float64(settings.BurstUS)/float64(max.PeriodUS))
 		}
 	}
-	if settings.hasWeight {
-		e.gauge(cpuWeightDesc, float64(settings.weight))
+	if settings.HasWeight {
+		e.gauge(cpuWeightDesc, float64(settings.Weight))
 	}
-	if settings.hasCPUs && (c.onlineCPUs == 0 || settings.cpus < c.onlineCPUs) {
-		e.gauge(cpusetDesc, float64(settings.cpus))
+	if settings.HasCPUs && (c.onlineCPUs == 0 || settings.CPUs < c.onlineCPUs) {
+		e.gauge(cpusetDesc, float64(settings.CPUs))
 	}
 
 	switch {
@@ -172,7 +158,7 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 		e.counter(cpuUsageDesc, stat.SystemSeconds, "system")
 	case l.CPUAcct != nil:
 		if d := l.CPUAcct.Dir(cg.Path); d != "" {
-			u, err := cgroupfs.ReadCPUAcctStatV1(d)
+			u, err := cgroupfs.ReadCPUAcctStat(d)
 			optional(err)
 			if err == nil {
 				e.counter(cpuUsageDesc, u.UserSeconds, "user")
@@ -188,15 +174,15 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 	}
 	// Held back by an ancestor's limit only (no quota of its own, yet a binding one): its own
 	// counters say zero, cpu.stat.local does not.
-	if v2 && !limited && cg.Path != "/" && !c.noLocalStat.Load() {
-		if eff[cg.Path].CPUCgroup != "" {
-			secs, err := cgroupfs.ReadCPUStatLocalV2(dir)
+	if !limited && cg.Path != "/" && !c.noLocalStat.Load() {
+		if bindings[cg.Path].CPUCgroup != "" {
+			secs, err := l.CPU.ReadCPUStatLocal(dir)
 			switch {
 			case err == nil:
 				e.counter(cpuThrottledLocalSecondsDesc, secs)
 			case errors.Is(err, os.ErrNotExist):
 				if _, serr := os.Stat(filepath.Join(dir, "cpu.stat")); serr == nil {
-					c.noLocalStat.Store(true) // the kernel has no such file; not a vanished cgroup
+					c.noLocalStat.Store(true) // the kernel (or v1) has no such file; not a vanished cgroup
 				}
 			default:
 				errs = append(errs, err)
@@ -208,14 +194,12 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 		e.counter(cpuBurstSecondsDesc, stat.BurstSeconds)
 	}
 
-	if v2 {
-		p, err := cgroupfs.ReadPSIFile(dir, "cpu")
-		optional(err)
-		if err == nil {
-			e.counter(cpuPressureWaitingDesc, p.SomeSeconds)
-			if p.HasFull {
-				e.counter(cpuPressureStalledDesc, p.FullSeconds)
-			}
+	p, err := l.CPU.ReadPSI(dir, "cpu") // v1: none
+	optional(err)
+	if err == nil {
+		e.counter(cpuPressureWaitingDesc, p.SomeSeconds)
+		if p.HasFull {
+			e.counter(cpuPressureStalledDesc, p.FullSeconds)
 		}
 	}
 	return errors.Join(errs...)

@@ -34,14 +34,14 @@ type effectiveCollector struct{ env *Env }
 func newEffectiveCollector(env *Env) (Collector, error) { return &effectiveCollector{env}, nil }
 
 func (c *effectiveCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	cgs, _ := c.env.Cgroups.Cgroups(ctx) // walk errors are counted once, by the cgroup source (collector="discovery")
-	var ancestor func(string) cgroupfs.Limits
+	snap := c.env.Cgroups.Snapshot(ctx) // walk errors are counted once, by the cgroup source (collector="discovery")
+	cgs, bindings := snap.Cgroups, snap.Bindings
 	t := newTally("effective", c.env.Errors)
 	if c.env.Config.CgroupInclude != nil || c.env.Config.CgroupExclude != nil {
 		// Gated like the cpu and memory collectors' reads: an ancestor whose files block
 		// costs one budget once and reads as unlimited until its read returns.
 		read, gate := c.env.Cgroups.Layout().ReadLimits, cgroupGate(c.env, "effective")
-		ancestor = func(p string) cgroupfs.Limits {
+		ancestor := func(p string) cgroupfs.Limits {
 			rctx, cancel := context.WithTimeout(ctx, cgroupReadBudget)
 			defer cancel()
 			l, err := procread.GateDo(rctx, gate, p, "cgroup files", func() (cgroupfs.Limits, error) { return read(p), nil })
@@ -50,13 +50,14 @@ func (c *effectiveCollector) Update(ctx context.Context, ch chan<- prometheus.Me
 			}
 			return l
 		}
+		// The walk's bindings miss the limited ancestors the filter hid.
+		bindings = cgroupfs.Bindings(cgs, ancestor)
 	}
-	eff := cgroupfs.EffectiveLimits(cgs, ancestor)
 	for _, cg := range cgs {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		b := eff[cg.Path]
+		b := bindings[cg.Path]
 		if b.CPUCgroup == "" && b.MemoryCgroup == "" {
 			continue
 		}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"regexp"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 // Config is everything the collectors are configured with; main fills it from flags.
@@ -49,8 +51,8 @@ type Env struct {
 	Config    Config
 	Logger    *slog.Logger
 	Errors    *ErrorCounter
-	Cgroups   *CgroupSource
-	Processes *ProcessSource
+	Cgroups   *source.Cgroups
+	Processes *source.Processes
 	// Stuck owns the quarantine gates (procread.Gate) of the sources and collectors and
 	// exports their stuck reads; register it with the exporter's own registry.
 	Stuck *StuckReads
@@ -62,16 +64,19 @@ type Env struct {
 // NewEnv finds the cgroup hierarchies and prepares the sources.
 func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	errs := NewErrorCounter(logger)
-	cgroups, err := NewCgroupSource(cfg, logger, errs)
-	if err != nil {
+	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath)}
+	opts := source.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
+		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(source.DiscoveryErrors)}
+	if env.PodNames != nil {
+		opts.Names = env.PodNames
+	}
+	var err error
+	if env.Cgroups, err = source.NewCgroups(opts, logger, errs); err != nil {
 		return nil, err
 	}
-	env := &Env{Config: cfg, Logger: logger, Errors: errs, Cgroups: cgroups, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath)}
-	cgroups.names = env.PodNames
-	cgroups.opts.Gate = env.Stuck.Gate(discoveryErrors)
-	if env.Processes, err = NewProcessSource(&env.Config, cgroups, errs); err != nil {
+	filter := source.Filter{MinResident: cfg.ProcessMinResident, Include: cfg.ProcessInclude, Exclude: cfg.ProcessExclude}
+	if env.Processes, err = source.NewProcesses(cfg.ProcPath, env.Cgroups, errs, env.Stuck.Gate(source.ProcessErrors), filter); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)
 	}
-	env.Processes.gate = env.Stuck.Gate(processErrors)
 	return env, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 // logEvery limits the log to one line per collector and reason in this interval: a
@@ -70,17 +71,11 @@ func Reason(err error) string {
 	return cgroupfs.ErrorReason(err)
 }
 
-// counted wraps an error that has been counted already (a walk error of a cached discovery):
-// Record classifies it but does not count or log it again.
-type counted struct{ error }
-
-func (c counted) Unwrap() error { return c.error }
-
 // Record counts one skipped input and logs it if this collector has not logged that reason
 // recently. It returns the reason.
 func (e *ErrorCounter) Record(collector, subject string, err error) string {
 	reason := Reason(err)
-	if _, ok := err.(counted); ok {
+	if _, ok := err.(source.Counted); ok {
 		return reason
 	}
 	e.vec.WithLabelValues(collector, reason).Inc()

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
@@ -32,6 +33,15 @@ var (
 		"Expected effective GOMAXPROCS: GOMAXPROCS env, else automaxprocs (floor(quota), min 1), else Go >= 1.25 container default min(affinity, max(ceil(quota), 2)), else the CPU affinity count. A program calling runtime.GOMAXPROCS itself is not seen.")
 )
 
+// goReading is the go collector's last reading of a process's build info, after the one
+// detection made.
+type goReading struct {
+	info *goruntime.Info
+	at   time.Time
+}
+
+var goSlot = source.NewSlot[goReading]()
+
 type goCollector struct{ env *Env }
 
 func newGoCollector(env *Env) (Collector, error) { return &goCollector{env}, nil }
@@ -40,32 +50,32 @@ func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 	t := newProcessTally("go", c.env.Errors)
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
-	procs := withRuntime(all, runtimeGo)
+	procs := source.WithRuntime(all, source.RuntimeGo)
 	// Build info and environment are re-read in parallel, quarantined per process.
-	res := eachProcess(ctx, src, procs, "exe", func(ctx context.Context, p *process) (*goruntime.Info, error) {
-		p.state.mu.Lock()
-		info, at := p.state.goInfo, p.state.goAt
-		p.state.mu.Unlock()
+	res := source.Each(ctx, src, procs, "exe", func(ctx context.Context, p *source.Process) (*goruntime.Info, error) {
+		r := goSlot.Load(p)
+		info, at := r.info, r.at
+		if info == nil {
+			info, at = p.DetectedGo()
+		}
 		if info != nil && time.Since(at) <= goInfoTTL {
 			return info, nil
 		}
-		fresh, err := src.inspectGo(ctx, p)
+		fresh, err := src.InspectGo(ctx, p)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) && info != nil {
 				err = nil // exited since: its last facts serve this scrape
 			}
 			return info, err
 		}
-		p.state.mu.Lock()
-		p.state.goInfo, p.state.goAt = fresh, time.Now()
-		p.state.mu.Unlock()
+		goSlot.Store(p, goReading{fresh, time.Now()})
 		return fresh, nil
 	})
 	for i, r := range res {
 		p := procs[i]
 		info := r.Value
 		if r.Err != nil {
-			t.add(fmt.Sprintf("pid %d", p.PID), countOnce(r.Err))
+			t.add(fmt.Sprintf("pid %d", p.PID), source.CountOnce(r.Err))
 		}
 		if info == nil {
 			continue

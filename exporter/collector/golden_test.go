@@ -90,7 +90,7 @@ func scrapeCgroups(t testing.TB, env *Env, more ...string) string {
 	mem, _ := newMemoryCollector(env)
 	thr := newThrottleSampler(env, time.Second)
 	defer thr.Close()
-	thr.rediscover(context.Background(), 1)
+	thr.rediscover(context.Background())
 	thr.sample(context.Background())
 	bumpThrottling(t, env, 10, 3, 0.2)
 	thr.sample(context.Background())
@@ -109,7 +109,7 @@ func scrapeCgroups(t testing.TB, env *Env, more ...string) string {
 func bumpThrottling(t testing.TB, env *Env, periods, throttled int, seconds float64) {
 	t.Helper()
 	l := env.Cgroups.Layout()
-	cgs, _ := env.Cgroups.Layout().Discover(context.Background(), env.Cgroups.opts)
+	cgs, _ := env.Cgroups.Layout().Discover(context.Background(), env.Cgroups.WalkOptions())
 	for _, cg := range cgs {
 		if !cg.InCPU || !cg.HasCPUMax || !cg.CPUMax.Limited() {
 			continue

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -60,7 +61,7 @@ type goPauseCollector struct {
 	unsupported bool
 
 	mu      sync.Mutex
-	procs   map[processKey]*pausedProcess
+	procs   map[source.Key]*pausedProcess
 	byPID   map[int]*pausedProcess
 	refused map[string]float64 // by reason
 }
@@ -74,7 +75,7 @@ type pausedProcess struct {
 }
 
 func newGoPauseCollector(env *Env) (Collector, error) {
-	c := &goPauseCollector{env: env, procs: map[processKey]*pausedProcess{}, byPID: map[int]*pausedProcess{}, refused: map[string]float64{}}
+	c := &goPauseCollector{env: env, procs: map[source.Key]*pausedProcess{}, byPID: map[int]*pausedProcess{}, refused: map[string]float64{}}
 	tr, err := gopause.New(c.observe, gopause.Options{MaxProbes: env.Config.GoPauseMaxProbes, PausesPerSecond: env.Config.GoPausePausesPerSecond})
 	if err != nil {
 		// Not fatal: the exporter runs on without this collector's series, says why once.
@@ -109,7 +110,7 @@ func (c *goPauseCollector) evict(keep func(pid int, start uint64) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, pp := range c.procs {
-		if keep(k.pid, k.start) {
+		if keep(k.PID, k.Start) {
 			continue
 		}
 		c.detach(k, pp)
@@ -117,13 +118,13 @@ func (c *goPauseCollector) evict(keep func(pid int, start uint64) bool) {
 }
 
 // detach is called under c.mu.
-func (c *goPauseCollector) detach(k processKey, pp *pausedProcess) {
+func (c *goPauseCollector) detach(k source.Key, pp *pausedProcess) {
 	if pp.attach != nil {
 		pp.attach.Close()
 	}
 	delete(c.procs, k)
-	if c.byPID[k.pid] == pp {
-		delete(c.byPID, k.pid)
+	if c.byPID[k.PID] == pp {
+		delete(c.byPID, k.PID)
 	}
 }
 
@@ -138,16 +139,16 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 	t := newProcessTally("gopause", c.env.Errors)
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
-	procs := withRuntime(all, runtimeGo)
-	var fresh []*process
+	procs := source.WithRuntime(all, source.RuntimeGo)
+	var fresh []*source.Process
 	c.mu.Lock()
 	for _, p := range procs {
-		if _, ok := c.procs[processKey{p.PID, p.Stat.Starttime}]; !ok {
+		if _, ok := c.procs[p.Key()]; !ok {
 			fresh = append(fresh, p)
 		}
 	}
 	c.mu.Unlock()
-	res := eachProcess(ctx, src, fresh, "gopause", func(ctx context.Context, p *process) (struct{}, error) {
+	res := source.Each(ctx, src, fresh, "gopause", func(ctx context.Context, p *source.Process) (struct{}, error) {
 		return struct{}{}, c.attach(p)
 	})
 	for i, r := range res {
@@ -162,7 +163,7 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 			continue
 		}
 		if r.Err != nil {
-			t.add(fmt.Sprintf("pid %d", fresh[i].PID), countOnce(r.Err))
+			t.add(fmt.Sprintf("pid %d", fresh[i].PID), source.CountOnce(r.Err))
 		}
 	}
 	// Built under the lock, sent after it: the tracer's goroutine must not wait on a slow scrape.
@@ -175,7 +176,7 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		}
 	}
 	for _, p := range procs {
-		pp := c.procs[processKey{p.PID, p.Stat.Starttime}]
+		pp := c.procs[p.Key()]
 		if pp == nil || pp.attach == nil {
 			continue
 		}
@@ -204,8 +205,8 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 // the very file it parsed (gopause.Tracer.AttachProcess). The outcome is kept either way: a
 // process is tried once per pid and start time. A refusal is counted by reason and logged
 // once, not counted as a read error.
-func (c *goPauseCollector) attach(p *process) error {
-	key := processKey{p.PID, p.Stat.Starttime}
+func (c *goPauseCollector) attach(p *source.Process) error {
+	key := p.Key()
 	pp := &pausedProcess{pid: p.PID, hists: map[string]*histogram{}}
 	a, tg, err := c.tracer.AttachProcess(c.env.Config.ProcPath, p.PID)
 	if err == nil {

@@ -52,8 +52,8 @@ func TestGoPauseFieldCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Processes.maxAge = 0
-	env.Cgroups.maxAge = 0 // the listing takes its PIDs from the walk: both fresh each scrape
+	env.Processes.MaxAge = 0
+	env.Cgroups.MaxAge = 0 // the listing takes its PIDs from the walk: both fresh each scrape
 	c, err := newGoPauseCollector(env)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestGoPauseRefusalCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Processes.maxAge, env.Cgroups.maxAge = 0, 0
+	env.Processes.MaxAge, env.Cgroups.MaxAge = 0, 0
 	c, err := newGoPauseCollector(env)
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
@@ -57,52 +57,31 @@ var (
 		"Live JVM threads by kind, from thread names in /proc/<pid>/task/*/comm: gc, jit, vm (VM infrastructure), app. GC and JIT workers start lazily, so gc can be below the configured count.", "kind")
 )
 
+// jvmNoteSlot is true once a process's "perf data unavailable" was logged.
+var jvmNoteSlot = source.NewSlot[bool]()
+
 type jvmCollector struct{ env *Env }
 
 func newJVMCollector(env *Env) (Collector, error) { return &jvmCollector{env}, nil }
-
-// jvmCgroup describes the JVM's cgroup as the JVM's container detection saw it: the quota
-// discovery read this scrape, shares or weight from the cgroup source's settings cache.
-func jvmCgroup(src *CgroupSource, cg cgroupfs.Cgroup) jvm.CgroupCPU {
-	l := src.Layout()
-	var out jvm.CgroupCPU
-	if l.CPU != nil {
-		out.V2 = l.CPU.Version == 2
-		// An error reading another setting (burst, cpuset) is the cpu collector's to report.
-		if st, _ := src.Settings(cg, false); st.hasWeight && out.V2 {
-			out.Weight = int64(st.weight)
-		} else if st.hasWeight {
-			out.Shares = int64(st.shares)
-		}
-		if cg.HasCPUMax && cg.CPUMax.Limited() {
-			out.QuotaUS, out.PeriodUS = cg.CPUMax.QuotaUS, int64(cg.CPUMax.PeriodUS)
-		}
-	}
-	if cg.HasMemoryLimit {
-		out.MemoryLimitBytes = int64(cg.MemoryLimit)
-	}
-	out.AncestorQuotaUS, out.AncestorPeriodUS, out.AncestorMemoryBytes = src.ancestorLimits(cg.Path)
-	return out
-}
 
 func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t := newProcessTally("jvm", c.env.Errors)
 	t.tolerated["perf_data_mismatch"] = true // counted and logged; a state of one JVM, not a failed collector
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
-	procs := withRuntime(all, runtimeJVM)
+	procs := source.WithRuntime(all, source.RuntimeJVM)
 	// Perf data and thread names, in parallel and quarantined per process; detection's
 	// reading of this scrape is reused.
-	res := eachProcess(ctx, src, procs, "perf data", func(ctx context.Context, p *process) (*jvm.Info, error) {
-		if p.jvmInfo != nil {
-			return p.jvmInfo, nil
+	res := source.Each(ctx, src, procs, "perf data", func(ctx context.Context, p *source.Process) (*jvm.Info, error) {
+		if p.DetectedJVM() != nil {
+			return p.DetectedJVM(), nil
 		}
-		return src.JVM.InspectProcess(ctx, p.jvmProcess(ctx, c.env.Config.ProcPath), jvmCgroup(c.env.Cgroups, p.Cgroup))
+		return src.JVM.InspectProcess(ctx, p.JVMProcess(ctx, c.env.Config.ProcPath), c.env.Cgroups.JVMCgroup(p.Cgroup))
 	})
 	for i, r := range res {
 		p, info := procs[i], r.Value
 		if r.Err != nil {
-			t.add(fmt.Sprintf("pid %d", p.PID), countOnce(r.Err))
+			t.add(fmt.Sprintf("pid %d", p.PID), source.CountOnce(r.Err))
 			continue
 		}
 		e := newEmitter(ch, processLabels, processLabelValues(p))
@@ -154,12 +133,8 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 
 // logUnavailable says once per process why its perf data is missing; it is a state of the
 // JVM, not an exporter error.
-func (c *jvmCollector) logUnavailable(p *process, info *jvm.Info) {
-	p.state.mu.Lock()
-	logged := p.state.jvmNoteDone
-	p.state.jvmNoteDone = true
-	p.state.mu.Unlock()
-	if logged {
+func (c *jvmCollector) logUnavailable(p *source.Process, info *jvm.Info) {
+	if jvmNoteSlot.Swap(p, true) {
 		return
 	}
 	reason := "unknown"

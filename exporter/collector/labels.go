@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -36,6 +37,6 @@ func newProcessDesc(name, help string, extra ...string) *prometheus.Desc {
 	return prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, processLabels...), extra...), nil)
 }
 
-func processLabelValues(p *process, extra ...string) []string {
+func processLabelValues(p *source.Process, extra ...string) []string {
 	return append(cgroupLabelValues(p.Cgroup, p.Name, p.Runtime), extra...)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 // runtimeCollectorNames are the collectors that read per-process state.
@@ -93,7 +95,7 @@ func TestExecForgetsJVM(t *testing.T) {
 	procs, _ := env.Processes.Processes(context.Background())
 	var jvmPID int
 	for _, p := range procs {
-		if p.Runtime == runtimeJVM {
+		if p.Runtime == source.RuntimeJVM {
 			jvmPID = p.PID
 			break
 		}
@@ -116,7 +118,7 @@ func TestExecForgetsJVM(t *testing.T) {
 	}
 	procs, _ = env.Processes.Processes(context.Background())
 	for _, p := range procs {
-		if p.PID == jvmPID && p.Runtime == runtimeJVM {
+		if p.PID == jvmPID && p.Runtime == source.RuntimeJVM {
 			t.Errorf("pid %d still a JVM after exec", jvmPID)
 		}
 	}

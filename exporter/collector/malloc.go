@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
@@ -35,6 +36,18 @@ var (
 		"quota_exporter: processes whose arenas were counted from /proc/<pid>/maps alone because /proc/<pid>/mem was not readable; that method undercounts full heaps.", nil, nil)
 )
 
+// heapLayout is a glibc process's malloc state and arena limit, re-read at most every
+// mallocRefresh by whoever needs it first (malloc collector or smaps refresher).
+type heapLayout struct {
+	state  *malloc.State
+	limit  int
+	at     time.Time
+	failed bool
+}
+
+// heapSlot is the one owner of each process's heap layout; smaps reads it too.
+var heapSlot = source.NewSlot[heapLayout]()
+
 type mallocCollector struct{ env *Env }
 
 func newMallocCollector(env *Env) (Collector, error) { return &mallocCollector{env}, nil }
@@ -42,25 +55,21 @@ func newMallocCollector(env *Env) (Collector, error) { return &mallocCollector{e
 // heapLayoutOf returns the heap layout of p kept on its state, re-reading it (maps, a few
 // words of mem, environ once) when older than mallocRefresh. The malloc collector and the
 // smaps refresher both read it from here.
-func heapLayoutOf(ctx context.Context, src *ProcessSource, p *process) (heapLayout, error) {
-	p.state.mu.Lock()
-	h := p.state.heap
-	p.state.mu.Unlock()
+func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout, error) {
+	h := heapSlot.Load(p)
 	if !h.at.IsZero() && time.Since(h.at) < mallocRefresh {
 		return h, nil
 	}
-	env, envErr := src.environ(ctx, p)
-	st, limit, err := malloc.InspectWithLimit(ctx, src.cfg.ProcPath, src.cfg.SysPath, p.PID,
-		malloc.Known{Env: env, EnvErr: envErr, ThreadNames: p.threadNames(ctx, src.cfg.ProcPath)})
+	environ, envErr := env.Processes.Environ(ctx, p)
+	st, limit, err := malloc.InspectWithLimit(ctx, env.Config.ProcPath, env.Config.SysPath, p.PID,
+		malloc.Known{Env: environ, EnvErr: envErr, ThreadNames: p.ThreadNames(ctx, env.Config.ProcPath)})
 	if st == nil {
 		// Remember the failure so a process we may not read is not retried every scrape.
 		h = heapLayout{at: time.Now(), failed: true}
 	} else {
 		h = heapLayout{state: st, limit: limit, at: time.Now()}
 	}
-	p.state.mu.Lock()
-	p.state.heap = h
-	p.state.mu.Unlock()
+	heapSlot.Store(p, h)
 	return h, err
 }
 
@@ -69,12 +78,12 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	procs, _ := c.env.Processes.Processes(ctx)
 	heuristic := 0
 	// maps, mem and environ, in parallel and quarantined per process.
-	res := eachProcess(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *process) (heapLayout, error) {
-		return heapLayoutOf(ctx, c.env.Processes, p)
+	res := source.Each(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *source.Process) (heapLayout, error) {
+		return heapLayoutOf(ctx, c.env, p)
 	})
 	for i, r := range res {
 		p, entry := procs[i], r.Value
-		t.add(fmt.Sprintf("pid %d", p.PID), countOnce(r.Err))
+		t.add(fmt.Sprintf("pid %d", p.PID), source.CountOnce(r.Err))
 		if entry.failed || entry.state == nil {
 			continue
 		}

@@ -72,7 +72,7 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	in := make([]cgroupfs.Cgroup, 0, len(cgs))
 	for _, cg := range cgs {
 		// The v2 root has no memory.current: its numbers are the host's (node_exporter's job).
-		if cg.InMemory && (l.Memory.Version != 2 || cg.Path != "/") {
+		if cg.InMemory && l.Memory.HasControlFiles(cg.Path) {
 			in = append(in, cg)
 		}
 	}
@@ -83,22 +83,13 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 
 func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, detail bool, e emitter) error {
 	dir := l.Memory.Dir(cg.Path)
-	var m cgroupfs.Memory
-	var err error
-	v2 := l.Memory.Version == 2
-	switch {
-	case cg.HasMemoryLimit && v2: // the limit was read by discovery in this scrape
-		m, err = cgroupfs.ReadMemoryStatsV2(dir)
-		m.Limit = cg.MemoryLimit
-	case cg.HasMemoryLimit:
-		m, err = cgroupfs.ReadMemoryStatsV1(dir)
-		m.Limit = cg.MemoryLimit
-	case v2:
-		m, err = cgroupfs.ReadMemoryV2(dir)
-	default:
-		m, err = cgroupfs.ReadMemoryV1(dir)
-	}
+	m, err := l.Memory.ReadMemoryStats(dir)
 	if err != nil {
+		return err
+	}
+	if cg.HasMemoryLimit { // read by discovery in this scrape
+		m.Limit = cg.MemoryLimit
+	} else if m.Limit, err = l.Memory.ReadMemoryLimit(dir); err != nil {
 		return err
 	}
 	if m.Limit > 0 {
@@ -112,29 +103,27 @@ func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, detail bool, e emitte
 		e.counter(memOOMKillsDesc, float64(m.OOMKills))
 	}
 	if detail {
-		if err := collectMemoryDetail(dir, l.Memory.Version, m, e); err != nil {
+		if err := collectMemoryDetail(l.Memory, dir, m, e); err != nil {
 			return err
 		}
 	}
-	if l.Memory.Version == 2 {
-		p, err := cgroupfs.ReadPSIFile(dir, "memory")
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil
-			}
-			return err
+	p, err := l.Memory.ReadPSI(dir, "memory")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) { // v1, or a kernel without PSI
+			return nil
 		}
-		e.counter(memPressureWaitingDesc, p.SomeSeconds)
-		if p.HasFull {
-			e.counter(memPressureStalledDesc, p.FullSeconds)
-		}
+		return err
+	}
+	e.counter(memPressureWaitingDesc, p.SomeSeconds)
+	if p.HasFull {
+		e.counter(memPressureStalledDesc, p.FullSeconds)
 	}
 	return nil
 }
 
 // collectMemoryDetail exports --memory.detail's series: memory.stat and memory.events come
 // from the reads above; the peak and memory.high are one more small file each.
-func collectMemoryDetail(dir string, version int, m cgroupfs.Memory, e emitter) error {
+func collectMemoryDetail(h *cgroupfs.Hierarchy, dir string, m cgroupfs.Memory, e emitter) error {
 	st := m.Stat
 	for _, s := range []struct {
 		typ string
@@ -156,21 +145,19 @@ func collectMemoryDetail(dir string, version int, m cgroupfs.Memory, e emitter) 
 			e.counter(memEventsDesc, float64(ev.OOMGroupKill), "oom_group_kill")
 		}
 	}
-	peak, ok, err := cgroupfs.ReadMemoryPeak(dir, version)
+	peak, ok, err := h.ReadMemoryPeak(dir)
 	if err != nil {
 		return err
 	}
 	if ok {
 		e.gauge(memPeakDesc, float64(peak))
 	}
-	if version == 2 {
-		high, err := cgroupfs.ReadMemoryHighV2(dir)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		if high > 0 {
-			e.gauge(memHighDesc, float64(high))
-		}
+	high, err := h.ReadMemoryHigh(dir) // v1 has none
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if high > 0 {
+		e.gauge(memHighDesc, float64(high))
 	}
 	return nil
 }

@@ -126,7 +126,7 @@ func (r *oomRetained) collect(ctx context.Context, env *Env, ch chan<- prometheu
 			// later): name it now, so that its kill keeps one label set.
 			unnamed := g.cg.Names == (cgroupfs.KubeNames{}) || g.cg.Names.Container == "" && g.cg.Identity.ContainerID != ""
 			if unnamed && env.PodNames != nil {
-				env.PodNames.name(&g.cg)
+				env.PodNames.Name(&g.cg)
 				r.gone[p] = g
 			}
 			newEmitter(ch, cgroupLabels, cgroupLabelValues(g.cg)).counter(memOOMKillsDesc, float64(g.kills))
@@ -167,7 +167,7 @@ func memoryDirsUnchanged(env *Env) func(context.Context) bool {
 	var prev map[string]bool
 	settling := false
 	return func(ctx context.Context) bool {
-		paths, ok := env.Cgroups.memoryPaths(ctx)
+		paths, ok := env.Cgroups.MemoryPaths(ctx)
 		if !ok {
 			prev = nil
 			return false

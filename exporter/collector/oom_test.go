@@ -35,7 +35,7 @@ func oomOnHost(t *testing.T, h host) (Config, *Env, *oomCollector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Cgroups.maxAge = 0
+	env.Cgroups.MaxAge = 0
 	oc, err := newOOMCollector(env)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestOOMKillOfRemovedV1Container(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Cgroups.maxAge = 0 // see removals at once
+	env.Cgroups.MaxAge = 0 // see removals at once
 	oc, err := newOOMCollector(env)
 	if err != nil {
 		t.Fatal(err)

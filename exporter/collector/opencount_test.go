@@ -235,7 +235,7 @@ func TestOpensPerScrapeRealJVM(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		p := env.Processes.JVM
-		if info, err := p.Inspect(context.Background(), pid, jvmCgroup(env.Cgroups, cgroupOf(t, env, cg.Path))); err == nil && info.PerfDataAvailable() {
+		if info, err := p.Inspect(context.Background(), pid, env.Cgroups.JVMCgroup(cgroupOf(t, env, cg.Path))); err == nil && info.PerfDataAvailable() {
 			break
 		}
 		if time.Now().After(deadline) {

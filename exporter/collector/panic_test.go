@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -31,7 +32,7 @@ func TestPanicInProcessReaderCostsOneProcess(t *testing.T) {
 		t.Fatalf("fixture processes: %d, %v", len(procs), errs)
 	}
 	bad := procs[len(procs)/2].PID
-	res := eachProcess(context.Background(), env.Processes, procs, "panic test", func(_ context.Context, p *process) (int, error) {
+	res := source.Each(context.Background(), env.Processes, procs, "panic test", func(_ context.Context, p *source.Process) (int, error) {
 		if p.PID == bad {
 			var m map[string]int
 			m["crafted"]++ // a nil map write: a runtime panic, as a parser bug would raise

@@ -37,8 +37,8 @@ func newPodNames(podLogs string) *PodNames {
 	return &PodNames{r: kubenames.New(podLogs, kubenames.Options{})}
 }
 
-// name fills cg's Kubernetes names from its container id or, for pod-level cgroups, its pod UID.
-func (n *PodNames) name(cg *cgroupfs.Cgroup) {
+// Name fills cg's Kubernetes names from its container id or, for pod-level cgroups, its pod UID.
+func (n *PodNames) Name(cg *cgroupfs.Cgroup) {
 	if id := cg.Identity.ContainerID; id != "" {
 		if c, ok := n.r.Container(id); ok {
 			cg.Names = cgroupfs.KubeNames{Namespace: c.Namespace, Pod: c.Pod, Container: c.Name}

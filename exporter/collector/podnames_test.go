@@ -86,14 +86,14 @@ func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := env.Cgroups.Layout()
-			all, _ := l.Discover(context.Background(), env.Cgroups.opts)
+			all, _ := l.Discover(context.Background(), env.Cgroups.WalkOptions())
 			var want []string
 			for _, cg := range all {
 				if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
 					want = append(want, cg.Path)
 				}
 			}
-			quotas, _ := l.DiscoverQuotas(context.Background(), env.Cgroups.opts)
+			quotas, _ := l.DiscoverQuotas(context.Background(), env.Cgroups.WalkOptions())
 			var got []string
 			for _, cg := range quotas {
 				got = append(got, cg.Path)
@@ -102,7 +102,7 @@ func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
 			if strings.Join(got, "\n") != strings.Join(want, "\n") || len(want) == 0 {
 				t.Errorf("DiscoverQuotas = %q, want %q", got, want)
 			}
-			opts := env.Cgroups.opts // the sampler's incremental walk, first and later walks
+			opts := env.Cgroups.WalkOptions() // the sampler's incremental walk, first and later walks
 			opts.Cache = &cgroupfs.ProbeCache{}
 			for walk := 1; walk <= 3; walk++ {
 				cached, _ := l.DiscoverQuotas(context.Background(), opts)

@@ -55,7 +55,7 @@ func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		e.gauge(processResidentDesc, float64(p.Stat.RSS)*c.pageSize)
 		e.gauge(processResidentAnonDesc, float64(p.Status.RssAnon))
 		e.gauge(processThreadsDesc, float64(p.Stat.NumThreads))
-		if start, err := src.startTime(p.Stat.Starttime); err == nil {
+		if start, err := src.StartTime(p.Stat.Starttime); err == nil {
 			e.gauge(processStartDesc, start)
 		} else if !bootErrLogged {
 			bootErrLogged = t.add("boot time", err)

@@ -87,9 +87,9 @@ func TestRealCgroupThrottling(t *testing.T) {
 	if err := burn.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Let the sampler's first walk (at start) miss nothing: it rediscovers every 10 windows,
+	// Let the sampler's first snapshot (at start) miss nothing: it adopts later ones as they come,
 	// so also force one now that the cgroup exists.
-	thr.(*throttleCollector).rediscover(context.Background(), 1<<40)
+	thr.(*throttleCollector).rediscover(context.Background())
 	time.Sleep(3500 * time.Millisecond)
 	for _, pid := range cg.PIDs() { // stop the test's own burners so the counters hold still
 		_ = syscallKill(pid)
@@ -234,7 +234,7 @@ func TestRealCgroupV2(t *testing.T) {
 	_ = burn.Wait()
 	time.Sleep(200 * time.Millisecond)
 	cpu, _ := newCPUCollector(env)
-	env.Cgroups.maxAge, env.Processes.maxAge = 0, 0
+	env.Cgroups.MaxAge, env.Processes.MaxAge = 0, 0
 	mfs := scrapeFamilies(t, env, map[string]Collector{"cpu": cpu})
 	stat := map[string]float64{}
 	sb, _ := os.ReadFile(filepath.Join(dir, "cpu.stat"))
@@ -287,7 +287,7 @@ func TestRealPodAndContainerThrottling(t *testing.T) {
 	}
 	thr, _ := newThrottleCollector(env)
 	defer thr.(*throttleCollector).Close()
-	thr.(*throttleCollector).rediscover(context.Background(), 1<<40)
+	thr.(*throttleCollector).rediscover(context.Background())
 
 	burn := ctr.Command("/bin/sh", "-c", "while :; do :; done & while :; do :; done")
 	if err := burn.Start(); err != nil {

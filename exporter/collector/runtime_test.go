@@ -22,6 +22,7 @@ func runtimeEnv(t *testing.T) *Env {
 	t.Helper()
 	env := realEnv(t, time.Second)
 	env.Config.ProcessMinResident = 64 << 20
+	env.Processes.Filter.MinResident = env.Config.ProcessMinResident
 	return env
 }
 
@@ -96,7 +97,7 @@ func TestJVMGCThreadsAgainstQuota(t *testing.T) {
 			t.Fatalf("JVM perf data never became available")
 		}
 		time.Sleep(300 * time.Millisecond)
-		env.Cgroups.maxAge, env.Processes.maxAge = 0, 0
+		env.Cgroups.MaxAge, env.Processes.MaxAge = 0, 0
 		mfs = scrapeFamilies(t, env, cs)
 	}
 	checks := map[string]float64{
@@ -214,7 +215,7 @@ func TestProcessVanishedBetweenListAndRead(t *testing.T) {
 	_ = cmd.Wait()
 	env := runtimeEnv(t)
 	src := env.Processes
-	_, err := src.readStat(procItem{pid, env.Cgroups.cached0()})
+	err := src.ReadProcess(pid, cached0(env.Cgroups))
 	if Reason(err) != "vanished" {
 		t.Errorf("reading an exited process: %v (reason %q), want vanished", err, Reason(err))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
@@ -27,6 +28,15 @@ var mallocHeapResidentDesc = newProcessDesc("process_malloc_heap_resident_bytes"
 const smapsTick = 10 * time.Second
 
 // smapsCollector reads smaps in its own goroutine; Update only reports cached values.
+// smapsReading is the background smaps refresher's last reading of a process.
+type smapsReading struct {
+	bytes uint64
+	at    time.Time // also set after a failed read (bytes 0): not retried before the interval
+}
+
+// smapsSlot keeps each process's last smaps reading.
+var smapsSlot = source.NewSlot[smapsReading]()
+
 type smapsCollector struct {
 	env      *Env
 	interval time.Duration
@@ -67,22 +77,20 @@ func (c *smapsCollector) loop(ctx context.Context) {
 }
 
 // refresh reads smaps of every glibc process whose last read is older than the interval.
-// It works from the scrapes' last listing (ProcessSource.Last): it never lists processes or
+// It works from the scrapes' last listing (Processes.Last): it never lists processes or
 // takes the source's lock, so it cannot stall a scrape. Its reads run in parallel with their
 // own budgets through the source's gate, so a process stuck in the kernel costs one read.
 func (c *smapsCollector) refresh(ctx context.Context) {
 	src := c.env.Processes
-	var due []*process
+	var due []*source.Process
 	for _, p := range src.Last() {
-		p.state.mu.Lock()
-		last := p.state.smaps.at
-		p.state.mu.Unlock()
+		last := smapsSlot.Load(p).at
 		if last.IsZero() || time.Since(last) >= c.interval {
 			due = append(due, p)
 		}
 	}
-	res := eachProcess(ctx, src, due, "smaps", func(ctx context.Context, p *process) (uint64, error) {
-		m, err := heapLayoutOf(ctx, src, p)
+	res := source.Each(ctx, src, due, "smaps", func(ctx context.Context, p *source.Process) (uint64, error) {
+		m, err := heapLayoutOf(ctx, c.env, p)
 		if err != nil || m.state == nil || m.state.Allocator != malloc.Glibc {
 			return 0, errNotGlibc
 		}
@@ -101,9 +109,7 @@ func (c *smapsCollector) refresh(ctx context.Context) {
 			c.env.Errors.Record("smaps", fmt.Sprintf("pid %d", p.PID), r.Err)
 			n = 0 // keep the time only: do not retry before the interval
 		}
-		p.state.mu.Lock()
-		p.state.smaps = smapsReading{bytes: n, at: time.Now()}
-		p.state.mu.Unlock()
+		smapsSlot.Store(p, smapsReading{bytes: n, at: time.Now()})
 	}
 }
 
@@ -113,9 +119,7 @@ var errNotGlibc = errors.New("no glibc heap layout")
 func (c *smapsCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	procs, _ := c.env.Processes.Processes(ctx)
 	for _, p := range procs {
-		p.state.mu.Lock()
-		r := p.state.smaps
-		p.state.mu.Unlock()
+		r := smapsSlot.Load(p)
 		if !r.at.IsZero() {
 			ch <- prometheus.MustNewConstMetric(mallocHeapResidentDesc, prometheus.GaugeValue, float64(r.bytes), processLabelValues(p)...)
 		}

@@ -132,7 +132,7 @@ func TestTenantStringsInLabels(t *testing.T) {
 	var mfs map[string]*dto.MetricFamily
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		env.Cgroups.maxAge, env.Processes.maxAge = 0, 0
+		env.Cgroups.MaxAge, env.Processes.MaxAge = 0, 0
 		mfs = scrapeFamilies(t, env, cs)
 		if goInfos(mfs, cg.Path) >= 2 && (jvm == "" || seriesFor(mfs, "quota_jvm_info", cg.Path, "process", tenantstr.Label(jvm)) != nil) {
 			break

@@ -17,6 +17,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
@@ -55,17 +56,6 @@ var (
 		"quota_exporter: sampler windows run.", nil, nil)
 )
 
-// rediscoverEvery windows the sampler walks the cpu hierarchy again for new cgroups with a
-// quota; between walks it only reads cpu.stat of the ones it knows, and adopts the new
-// cgroups with a quota that a scrape's discovery found. Scraped every 15 s, a new container
-// is sampled from the next scrape on; the walk (a tenth of the idle cost every 10 s at 1 000
-// cgroups) is for new cgroups while nobody scrapes and for forgetting removed ones.
-const rediscoverEvery = 30
-
-// samplerQuotaAge is how long the sampler's walk trusts a known cgroup's quota (a scrape's
-// discovery, adopted, refreshes it every 30 s).
-const samplerQuotaAge = time.Minute
-
 // samplerWorkers read cpu.stat files in parallel: one is plenty for thousands of cgroups,
 // the second keeps the window going while a stuck file waits out its budget.
 const samplerWorkers = 2
@@ -82,11 +72,10 @@ type throttleCollector struct {
 	// fdBudget is how many cpu.stat files the sampler keeps open (pread each window saves
 	// an open and close); beyond it, it opens, reads and closes each window.
 	fdBudget int
-	// quotas keeps the quotas between rediscoveries: each walk reads the quota of new
-	// directories only, and of known ones every samplerQuotaAge.
-	quotas *cgroupfs.ProbeCache
 
-	adoptedAt time.Time // the scrape discovery last adopted (only the loop's goroutine)
+	// discoveries tells the loop about each walk the cgroup source published (a scrape's or
+	// its schedule's); nil for a sampler whose loop is not started (tests drive it).
+	discoveries *source.Subscription
 
 	mu      sync.Mutex
 	series  map[string]*throttleSeries
@@ -110,8 +99,8 @@ type throttleSeries struct {
 	periods, throttled uint64
 	throttledSeconds   float64
 	ratio, seconds     histogram
-	lastSeenGeneration uint64
-	abandoned          bool // a read timed out: its descriptor may still be in use, never close it
+	lastSeenGeneration uint64 // of the last complete snapshot that listed it
+	abandoned          bool   // a read timed out: its descriptor may still be in use, never close it
 	// parent is the nearest sampled ancestor (a pod whose containers have limits of their
 	// own), relinked whenever the set changes; win is this window's deltas, for its children.
 	parent *throttleSeries
@@ -180,6 +169,7 @@ func newThrottleCollector(env *Env) (Collector, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.done = make(chan struct{})
+	c.discoveries = env.Cgroups.Subscribe()
 	go c.loop(ctx)
 	return c, nil
 }
@@ -189,8 +179,7 @@ func newThrottleSampler(env *Env, window time.Duration) *throttleCollector {
 	done := make(chan struct{})
 	close(done)
 	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, gate: cgroupGate(env, "throttle"),
-		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{},
-		quotas: &cgroupfs.ProbeCache{MaxAge: samplerQuotaAge}}
+		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{}}
 }
 
 // descriptorBudget leaves the larger of a quarter of RLIMIT_NOFILE and 512 descriptors to
@@ -211,6 +200,9 @@ const samplerCloseWait = time.Second
 // Close stops the sampler and closes its files; it returns within samplerCloseWait.
 func (c *throttleCollector) Close() {
 	c.cancel()
+	if c.discoveries != nil {
+		c.discoveries.Close()
+	}
 	select {
 	case <-c.done:
 	case <-time.After(samplerCloseWait):
@@ -236,14 +228,9 @@ func (c *throttleCollector) loop(ctx context.Context) {
 	defer close(c.done)
 	ticker := time.NewTicker(c.window)
 	defer ticker.Stop()
-	var generation uint64
-	for n := uint64(0); ; n++ {
-		if n%rediscoverEvery == 0 {
-			generation++
-			c.rediscover(ctx, generation)
-		} else {
-			c.adopt(generation)
-		}
+	c.rediscover(ctx)
+	for {
+		c.adopt()
 		c.sample(ctx)
 		select {
 		case <-ctx.Done():
@@ -253,47 +240,41 @@ func (c *throttleCollector) loop(ctx context.Context) {
 	}
 }
 
-// rediscover adds cgroups that gained a quota and forgets those that lost it or vanished.
-func (c *throttleCollector) rediscover(ctx context.Context, generation uint64) {
-	l := c.env.Cgroups.Layout()
-	if l.CPU == nil {
-		return
-	}
+// rediscover takes the cgroup source's snapshot, walking when it is older than a scrape's
+// (at start): the sampler has no walk of its own.
+func (c *throttleCollector) rediscover(ctx context.Context) {
 	// A walk of 100 000 cgroups on a loaded node takes many seconds; the sampler waits
 	// for it (without sampling meanwhile) but not forever.
 	ctx, cancel := context.WithTimeout(ctx, max(30*c.window, 30*time.Second))
 	defer cancel()
-	// Only the cpu hierarchy's quota files: the full discovery (cgroup.procs, memory
-	// limits) every 10 s was most of the idle sampler's cost. Its errors are the scrape's
-	// discovery's to count. It quarantines through the sampler's own gate: sharing the
-	// discovery gate would refuse (ErrStuck) a scrape's read of a directory this walk is
-	// reading at the same moment, and that cgroup would miss from the scrape.
-	opts := c.env.Cgroups.opts
-	opts.Gate = c.gate
-	opts.Cache = c.quotas
-	cgs, _ := l.DiscoverQuotas(ctx, opts)
-	complete := ctx.Err() == nil // an incomplete list adds cgroups but forgets none
-	if n := c.env.PodNames; n != nil {
-		for i := range cgs {
-			n.name(&cgs[i])
-		}
-	}
-	c.add(l, cgs, generation, complete)
+	c.apply(c.env.Cgroups.Snapshot(ctx))
 }
 
-// adopt takes the new cgroups with a quota from a scrape's discovery younger than the last
-// one adopted: no walk of its own for them. It forgets none (the sampler's walks do).
-func (c *throttleCollector) adopt(generation uint64) {
-	src := c.env.Cgroups
-	src.mu.Lock()
-	cgs, at, valid := src.cached, src.at, src.valid
-	src.mu.Unlock()
-	l := src.Layout()
-	if !valid || !at.After(c.adoptedAt) || l.CPU == nil {
+// adopt applies the newest snapshot the cgroup source published since the last window (a
+// scrape's walk or the source's schedule). It never waits: without one it returns at once.
+func (c *throttleCollector) adopt() {
+	if c.discoveries == nil {
 		return
 	}
-	c.adoptedAt = at
-	c.add(l, cgs, generation, false)
+	select {
+	case <-c.discoveries.C:
+	default:
+		return
+	}
+	if d, ok := c.discoveries.Next(); ok {
+		c.apply(d.Next)
+	}
+}
+
+// apply adds the snapshot's cgroups that gained a quota and, when the walk read every
+// directory, forgets those that lost it or vanished.
+func (c *throttleCollector) apply(snap *source.Snapshot) {
+	l := c.env.Cgroups.Layout()
+	if l.CPU == nil {
+		return
+	}
+	complete := snap.Generation > 0 && len(snap.Errs) == 0 // an unreadable directory may hide a cgroup
+	c.add(l, snap.Cgroups, snap.Generation, complete)
 }
 
 // add starts series for the cgroups with a quota that are new, refreshes the known ones,

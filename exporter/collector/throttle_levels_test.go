@@ -36,7 +36,7 @@ func TestRealPodThrottlingCountedOnce(t *testing.T) {
 	thr := newThrottleSampler(env, time.Second)
 	defer thr.Close()
 	ctx := context.Background()
-	thr.rediscover(ctx, 1)
+	thr.rediscover(ctx)
 	if len(thr.series) != 2 {
 		t.Fatalf("the sampler watches %d cgroups, want the pod and its container", len(thr.series))
 	}

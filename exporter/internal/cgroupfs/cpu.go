@@ -22,8 +22,8 @@ func (m CPUMax) Limited() bool { return m.QuotaUS > 0 && m.PeriodUS > 0 }
 // Cores is the quota as a number of CPUs (quota / period).
 func (m CPUMax) Cores() float64 { return float64(m.QuotaUS) / float64(m.PeriodUS) }
 
-// ReadCPUMaxV1 reads cpu.cfs_quota_us and cpu.cfs_period_us.
-func ReadCPUMaxV1(dir string) (CPUMax, error) {
+// readCPUMaxV1 reads cpu.cfs_quota_us and cpu.cfs_period_us.
+func readCPUMaxV1(dir string) (CPUMax, error) {
 	q, err := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
 	if err != nil {
 		return CPUMax{}, err
@@ -38,8 +38,8 @@ func ReadCPUMaxV1(dir string) (CPUMax, error) {
 	return CPUMax{QuotaUS: q, PeriodUS: p}, nil
 }
 
-// ReadCPUMaxV2 reads cpu.max ("max 100000" or "20000 100000").
-func ReadCPUMaxV2(dir string) (CPUMax, error) {
+// readCPUMaxV2 reads cpu.max ("max 100000" or "20000 100000").
+func readCPUMaxV2(dir string) (CPUMax, error) {
 	var m CPUMax
 	err := readFile(filepath.Join(dir, "cpu.max"), func(b []byte) error {
 		f := bytes.Fields(b)
@@ -65,23 +65,23 @@ func ReadCPUMaxV2(dir string) (CPUMax, error) {
 	return m, err
 }
 
-// ReadCPUBurstV1 reads cpu.cfs_burst_us (kernel 5.14+), in microseconds.
-func ReadCPUBurstV1(dir string) (uint64, error) {
+// readCPUBurstV1 reads cpu.cfs_burst_us (kernel 5.14+), in microseconds.
+func readCPUBurstV1(dir string) (uint64, error) {
 	return readUint(filepath.Join(dir, "cpu.cfs_burst_us"))
 }
 
-// ReadCPUBurstV2 reads cpu.max.burst, in microseconds.
-func ReadCPUBurstV2(dir string) (uint64, error) {
+// readCPUBurstV2 reads cpu.max.burst, in microseconds.
+func readCPUBurstV2(dir string) (uint64, error) {
 	return readUint(filepath.Join(dir, "cpu.max.burst"))
 }
 
-// ReadCPUSharesV1 reads cpu.shares (default 1024).
-func ReadCPUSharesV1(dir string) (uint64, error) {
+// readCPUSharesV1 reads cpu.shares (default 1024).
+func readCPUSharesV1(dir string) (uint64, error) {
 	return readUint(filepath.Join(dir, "cpu.shares"))
 }
 
-// ReadCPUWeightV2 reads cpu.weight (1–10000, default 100).
-func ReadCPUWeightV2(dir string) (uint64, error) {
+// readCPUWeightV2 reads cpu.weight (1–10000, default 100).
+func readCPUWeightV2(dir string) (uint64, error) {
 	return readUint(filepath.Join(dir, "cpu.weight"))
 }
 
@@ -155,11 +155,11 @@ func ParseCPUStat(b []byte, s *CPUStat) error {
 	return nil
 }
 
-// ReadCPUStatLocalV2 reads throttled_usec of cpu.stat.local (Linux 6.6+), in seconds: the
+// readCPUStatLocalV2 reads throttled_usec of cpu.stat.local (Linux 6.6+), in seconds: the
 // time the cgroup's run queues were throttled by its own or any ancestor's quota, summed over
 // CPUs, where cpu.stat's throttled_usec counts only its own quota's throttling. The file is
 // absent on older kernels and on the root (fs.ErrNotExist).
-func ReadCPUStatLocalV2(dir string) (float64, error) {
+func readCPUStatLocalV2(dir string) (float64, error) {
 	var secs float64
 	var has bool
 	err := readFile(filepath.Join(dir, "cpu.stat.local"), func(b []byte) error {
@@ -180,8 +180,8 @@ type CPUAcctUsage struct {
 	UserSeconds, SystemSeconds float64
 }
 
-// ReadCPUAcctStatV1 reads cpuacct.stat ("user N\nsystem N" in USER_HZ ticks).
-func ReadCPUAcctStatV1(dir string) (CPUAcctUsage, error) {
+// ReadCPUAcctStat reads cpuacct.stat ("user N\nsystem N" in USER_HZ ticks).
+func ReadCPUAcctStat(dir string) (CPUAcctUsage, error) {
 	var u CPUAcctUsage
 	var hasUser, hasSystem bool
 	err := readFile(filepath.Join(dir, "cpuacct.stat"), func(b []byte) error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -186,6 +187,34 @@ func (l *Layout) MemoryPaths(ctx context.Context, opts WalkOptions) ([]string, [
 	return out, errs
 }
 
+// Paths lists the cgroup paths of the cpu and memory hierarchies (one walk when they are
+// the same, v2) that opts.Keep keeps, root excluded, by getdents alone: what the cgroup
+// source checks between walks to know whether any came or went. Sorted, without duplicates.
+func (l *Layout) Paths(ctx context.Context, opts WalkOptions) ([]string, []WalkError) {
+	seen := map[string]bool{}
+	var errs []WalkError
+	hs := []*Hierarchy{l.CPU}
+	if l.Memory != nil && (l.CPU == nil || l.Memory.MountPoint != l.CPU.MountPoint) {
+		hs = append(hs, l.Memory)
+	}
+	for _, h := range hs {
+		if h == nil {
+			continue
+		}
+		errs = append(errs, walkKept(ctx, h, opts, func(_, p string) {
+			if p != "/" {
+				seen[p] = true
+			}
+		})...)
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out, errs
+}
+
 // walkKept walks h's directories (walkDirs) until ctx ends and calls visit with each one
 // whose cgroup path opts.Keep keeps; a filtered-out parent's children may still match, so the
 // walk goes on below it. Unreadable directories come back as WalkErrors.
@@ -318,25 +347,13 @@ func hasProcs(dir string) (bool, error) {
 
 // readCPUMax reads the quota of the hierarchy's version.
 func readCPUMax(h *Hierarchy, dir string) (CPUMax, bool) {
-	var m CPUMax
-	var err error
-	if h.Version == 2 {
-		m, err = ReadCPUMaxV2(dir)
-	} else {
-		m, err = ReadCPUMaxV1(dir)
-	}
+	m, err := h.ReadCPUMax(dir)
 	return m, err == nil
 }
 
 // readMemoryLimit reads memory.max (v2) or memory.limit_in_bytes (v1); 0 means unlimited.
 func readMemoryLimit(h *Hierarchy, dir string) (uint64, bool) {
-	var v uint64
-	var err error
-	if h.Version == 2 {
-		v, err = ReadMemoryMaxV2(dir)
-	} else {
-		v, err = ReadMemoryLimitV1(dir)
-	}
+	v, err := h.ReadMemoryLimit(dir)
 	return v, err == nil
 }
 

@@ -18,29 +18,52 @@ type Limits struct {
 	HasMemory bool
 }
 
-// Binding is the effective limit of a cgroup and the cgroup (path) that sets it. A Cgroup
-// of "" means no limit on the whole path.
+// Binding is the binding limit of a cgroup, CPU and memory: the smallest on the path from
+// the root to it, and the cgroup (path) that sets it. A Cgroup of "" means no limit on the
+// whole path. (Exported as quota_*_effective_limit_* with label limit_cgroup.)
 type Binding struct {
+	CPU          CPUMax // the binding quota and period
 	CPUCores     float64
 	CPUCgroup    string
 	MemoryBytes  uint64
 	MemoryCgroup string
 }
 
-// EffectiveLimits returns, by path, the effective CPU and memory limits of every cgroup in
-// cgs. Ancestors that are in cgs are taken from there (discovery keeps every cgroup with a
-// limit, so on an unfiltered walk nothing else has one); others are asked of ancestor, once
-// each, when it is not nil (a path filter may hide a limited ancestor). When two cgroups on
-// the path have the same limit the deeper one binds: its own tasks use up its quota first,
-// and the kernel then counts the throttling on it.
-func EffectiveLimits(cgs []Cgroup, ancestor func(path string) Limits) map[string]Binding {
-	known := make(map[string]Limits, len(cgs))
+// OwnLimits are each cgroup's own quota and memory limit, by path, as discovery read them.
+func OwnLimits(cgs []Cgroup) map[string]Limits {
+	own := make(map[string]Limits, len(cgs))
 	for _, cg := range cgs {
-		known[cg.Path] = Limits{
+		own[cg.Path] = Limits{
 			CPU: cg.CPUMax, HasCPU: cg.InCPU && cg.HasCPUMax,
 			Memory: cg.MemoryLimit, HasMemory: cg.InMemory && cg.HasMemoryLimit,
 		}
 	}
+	return own
+}
+
+// BindingOf is the binding limit of path, each cgroup on the path from the root taking its
+// own limits from limits. When two cgroups on the path have the same limit the deeper one
+// binds: its own tasks use up its quota first, and the kernel then counts the throttling on it.
+func BindingOf(path string, limits func(path string) Limits) Binding {
+	var b Binding
+	for _, p := range pathPrefixes(path) {
+		l := limits(p)
+		if l.HasCPU && l.CPU.Limited() && (b.CPUCgroup == "" || l.CPU.Cores() <= b.CPUCores) {
+			b.CPU, b.CPUCores, b.CPUCgroup = l.CPU, l.CPU.Cores(), p
+		}
+		if l.HasMemory && l.Memory > 0 && (b.MemoryCgroup == "" || l.Memory <= b.MemoryBytes) {
+			b.MemoryBytes, b.MemoryCgroup = l.Memory, p
+		}
+	}
+	return b
+}
+
+// Bindings returns, by path, the binding limit of every cgroup in cgs. Ancestors that are
+// in cgs are taken from there (discovery keeps every cgroup with a limit, so on an
+// unfiltered walk nothing else has one); others are asked of ancestor, once each, when it
+// is not nil (a path filter may hide a limited ancestor).
+func Bindings(cgs []Cgroup, ancestor func(path string) Limits) map[string]Binding {
+	known := OwnLimits(cgs)
 	limitsOf := func(p string) Limits {
 		if l, ok := known[p]; ok {
 			return l
@@ -54,17 +77,7 @@ func EffectiveLimits(cgs []Cgroup, ancestor func(path string) Limits) map[string
 	}
 	out := make(map[string]Binding, len(cgs))
 	for _, cg := range cgs {
-		var b Binding
-		for _, p := range pathPrefixes(cg.Path) {
-			l := limitsOf(p)
-			if l.HasCPU && l.CPU.Limited() && (b.CPUCgroup == "" || l.CPU.Cores() <= b.CPUCores) {
-				b.CPUCores, b.CPUCgroup = l.CPU.Cores(), p
-			}
-			if l.HasMemory && l.Memory > 0 && (b.MemoryCgroup == "" || l.Memory <= b.MemoryBytes) {
-				b.MemoryBytes, b.MemoryCgroup = l.Memory, p
-			}
-		}
-		out[cg.Path] = b
+		out[cg.Path] = BindingOf(cg.Path, limitsOf)
 	}
 	return out
 }

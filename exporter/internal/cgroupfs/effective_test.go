@@ -15,7 +15,7 @@ func cpuMax(quota int64, period uint64) CPUMax { return CPUMax{QuotaUS: quota, P
 // The layouts of docs/cgroups.md: limits on pod and container, on the pod only, on a slice
 // above a service, equal limits on pod and container, and memory limits on other levels
 // than the CPU ones.
-func TestEffectiveLimits(t *testing.T) {
+func TestBindings(t *testing.T) {
 	pod := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podA.slice"
 	podOnly := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podB.slice"
 	guar := "/kubepods.slice/kubepods-podC.slice"
@@ -46,7 +46,7 @@ func TestEffectiveLimits(t *testing.T) {
 		}
 		return Limits{}
 	}
-	got := EffectiveLimits(cgs, ancestor)
+	got := Bindings(cgs, ancestor)
 	for _, c := range []struct {
 		path    string
 		cores   float64
@@ -78,7 +78,7 @@ func TestEffectiveLimits(t *testing.T) {
 		t.Error("a discovered ancestor was read again")
 	}
 	// Without a reader, an undiscovered ancestor counts as unlimited.
-	if b := EffectiveLimits(cgs, nil)["/batch.slice/nightly-report.service"]; b.CPUCgroup != "" {
+	if b := Bindings(cgs, nil)["/batch.slice/nightly-report.service"]; b.CPUCgroup != "" {
 		t.Errorf("no reader: %+v", b)
 	}
 }
@@ -95,7 +95,7 @@ func TestEffectiveLimitsFixtureV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	cgs, _ := l.Discover(context.Background(), WalkOptions{})
-	eff := EffectiveLimits(cgs, l.ReadLimits)
+	eff := Bindings(cgs, l.ReadLimits)
 	n := 0
 	for _, cg := range cgs {
 		b := eff[cg.Path]

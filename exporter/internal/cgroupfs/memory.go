@@ -4,8 +4,6 @@ package cgroupfs
 
 import (
 	"bytes"
-	"errors"
-	"io/fs"
 	"path/filepath"
 )
 
@@ -41,8 +39,8 @@ type MemoryEvents struct {
 	Has, HasGroupKill            bool
 }
 
-// ReadMemoryLimitV1 reads memory.limit_in_bytes; 0 means unlimited.
-func ReadMemoryLimitV1(dir string) (uint64, error) {
+// readMemoryLimitV1 reads memory.limit_in_bytes; 0 means unlimited.
+func readMemoryLimitV1(dir string) (uint64, error) {
 	v, err := readUint(filepath.Join(dir, "memory.limit_in_bytes"))
 	if v >= unlimitedV1 {
 		v = 0
@@ -50,13 +48,13 @@ func ReadMemoryLimitV1(dir string) (uint64, error) {
 	return v, err
 }
 
-// ReadMemoryMaxV2 reads memory.max; 0 means unlimited ("max").
-func ReadMemoryMaxV2(dir string) (uint64, error) {
+// readMemoryMaxV2 reads memory.max; 0 means unlimited ("max").
+func readMemoryMaxV2(dir string) (uint64, error) {
 	return readLimitV2(filepath.Join(dir, "memory.max"))
 }
 
-// ReadMemoryHighV2 reads memory.high, the v2 throttling limit; 0 means none ("max").
-func ReadMemoryHighV2(dir string) (uint64, error) {
+// readMemoryHighV2 reads memory.high, the v2 throttling limit; 0 means none ("max").
+func readMemoryHighV2(dir string) (uint64, error) {
 	return readLimitV2(filepath.Join(dir, "memory.high"))
 }
 
@@ -74,18 +72,8 @@ func readLimitV2(path string) (uint64, error) {
 	return v, err
 }
 
-// ReadMemoryV1 reads memory.usage_in_bytes, memory.limit_in_bytes, memory.stat and memory.oom_control.
-func ReadMemoryV1(dir string) (Memory, error) {
-	m, err := ReadMemoryStatsV1(dir)
-	if err != nil {
-		return m, err
-	}
-	m.Limit, err = ReadMemoryLimitV1(dir)
-	return m, err
-}
-
-// ReadMemoryStatsV1 is ReadMemoryV1 without the limit (for callers that know it).
-func ReadMemoryStatsV1(dir string) (Memory, error) {
+// readMemoryStatsV1 reads memory.usage_in_bytes, memory.stat and memory.oom_control.
+func readMemoryStatsV1(dir string) (Memory, error) {
 	var m Memory
 	var err error
 	if m.Usage, err = readUint(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
@@ -140,18 +128,8 @@ func parseOOMControl(b []byte) (kills uint64, ok bool, err error) {
 	return kills, ok, err
 }
 
-// ReadMemoryV2 reads memory.current, memory.max, memory.stat and memory.events.
-func ReadMemoryV2(dir string) (Memory, error) {
-	m, err := ReadMemoryStatsV2(dir)
-	if err != nil {
-		return m, err
-	}
-	m.Limit, err = ReadMemoryMaxV2(dir)
-	return m, err
-}
-
-// ReadMemoryStatsV2 is ReadMemoryV2 without the limit (for callers that know it).
-func ReadMemoryStatsV2(dir string) (Memory, error) {
+// readMemoryStatsV2 reads memory.current, memory.stat and memory.events.
+func readMemoryStatsV2(dir string) (Memory, error) {
 	var m Memory
 	var err error
 	if m.Usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
@@ -211,18 +189,4 @@ func workingSet(usage, inactiveFile uint64) uint64 {
 		return 0
 	}
 	return usage - inactiveFile
-}
-
-// ReadMemoryPeak reads the cgroup's peak usage: v2 memory.peak (Linux 5.19+), v1
-// memory.max_usage_in_bytes. ok is false when the kernel has no such file.
-func ReadMemoryPeak(dir string, version int) (peak uint64, ok bool, err error) {
-	name := "memory.max_usage_in_bytes"
-	if version == 2 {
-		name = "memory.peak"
-	}
-	peak, err = readUint(filepath.Join(dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
-	}
-	return peak, err == nil, err
 }

@@ -55,13 +55,13 @@ func TestMalformedFiles(t *testing.T) {
 		case "cpu.stat":
 			_, err = ReadCPUStat(dir)
 		case "cpu.max":
-			_, err = ReadCPUMaxV2(dir)
+			_, err = readCPUMaxV2(dir)
 		case "memory.stat":
 			err = readFile(filepath.Join(dir, b.file), func(x []byte) error { return parseKeyed(x, func([]byte, uint64) {}) })
 		case "cpu.pressure":
 			_, err = ReadPSIFile(dir, "cpu")
 		case "cpu.cfs_quota_us":
-			_, err = ReadCPUMaxV1(dir)
+			_, err = readCPUMaxV1(dir)
 		}
 		if !errors.Is(err, ErrParse) || ErrorReason(err) != "parse" {
 			t.Errorf("%s %q: err = %v, want a parse error", b.file, b.content, err)

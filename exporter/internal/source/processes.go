@@ -1,6 +1,6 @@
 //go:build linux
 
-package collector
+package source
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"sync"
@@ -33,26 +34,26 @@ const pfKThread = 0x00200000
 // perProcessTimeout bounds the reads of one process in one scrape.
 const perProcessTimeout = 2 * time.Second
 
-// processErrors is the collector label under which the process source counts the processes
+// ProcessErrors is the collector label under which the process source counts the processes
 // it could not read, whatever collectors are enabled (cgroup.procs is read, and counted, by
 // the discovery walk). It is the
 // process collector's name, as before the source counted on its own.
-const processErrors = "process"
+const ProcessErrors = "process"
 
 // Runtime label values.
 const (
-	runtimeJVM   = "jvm"
-	runtimeGo    = "go"
-	runtimeOther = "other"
-	// runtimeUnknown is a process whose runtime detection has not returned (a read blocked
+	RuntimeJVM   = "jvm"
+	RuntimeGo    = "go"
+	RuntimeOther = "other"
+	// RuntimeUnknown is a process whose runtime detection has not returned (a read blocked
 	// in the kernel, e.g. behind the process's mmap_lock): its stat and status series are
 	// exported meanwhile, and it is detected again once the read returns.
-	runtimeUnknown = "unknown"
+	RuntimeUnknown = "unknown"
 )
 
 // process is one watched process in one scrape: what discovery read (stat and status, once
 // per scrape) and the state kept across scrapes.
-type process struct {
+type Process struct {
 	PID     int
 	Cgroup  cgroupfs.Cgroup
 	Stat    procfs.ProcStat
@@ -74,11 +75,26 @@ type process struct {
 	// jvmInfo is what JVM detection read in this listing, reused by the jvm collector in the
 	// same scrape instead of reading perf data and task names again.
 	jvmInfo *jvm.Info
-	state   *processState
+	state   *state
 }
 
-// threadNames reads task/*/comm at most once per scrape.
-func (p *process) threadNames(ctx context.Context, procfs string) func() ([]string, error) {
+// DetectedJVM is what JVM detection read about p in this listing (nil when it did not run in
+// this listing): the jvm collector reuses it instead of reading perf data again.
+func (p *Process) DetectedJVM() *jvm.Info { return p.jvmInfo }
+
+// DetectedGo is the build info Go detection read, and when (nil before detection or for
+// other runtimes): the go collector serves it until it is due a re-read.
+func (p *Process) DetectedGo() (*goruntime.Info, time.Time) {
+	p.state.mu.Lock()
+	defer p.state.mu.Unlock()
+	return p.state.goInfo, p.state.goAt
+}
+
+// Key is p's identity across listings.
+func (p *Process) Key() Key { return Key{p.PID, p.Stat.Starttime} }
+
+// ThreadNames reads task/*/comm at most once per scrape.
+func (p *Process) ThreadNames(ctx context.Context, procfs string) func() ([]string, error) {
 	return func() ([]string, error) {
 		p.threads.once.Do(func() {
 			p.threads.names, p.threads.err = jvm.ThreadNames(ctx, procfs, p.PID)
@@ -88,23 +104,23 @@ func (p *process) threadNames(ctx context.Context, procfs string) func() ([]stri
 	}
 }
 
-// jvmProcess hands discovery's reads to the JVM reader.
-func (p *process) jvmProcess(ctx context.Context, procfs string) jvm.Process {
+// JVMProcess hands discovery's reads to the JVM reader.
+func (p *Process) JVMProcess(ctx context.Context, procfs string) jvm.Process {
 	return jvm.Process{PID: p.PID, NSPid: p.Status.NSPid, UID: p.Status.UID, Affinity: p.Status.Affinity,
 		Threads: p.Stat.NumThreads, StartTicks: p.Stat.Starttime, Comm: p.Stat.Comm, Exe: p.state.exe, StartTime: p.StartTime,
-		ThreadNames: p.threadNames(ctx, procfs)}
+		ThreadNames: p.ThreadNames(ctx, procfs)}
 }
 
-// processKey identifies a process across scrapes: a PID reused by a new process is a new key.
-type processKey struct {
-	pid   int
-	start uint64 // start time in clock ticks since boot
+// Key identifies a process across scrapes: a PID reused by a new process is a new key.
+type Key struct {
+	PID   int
+	Start uint64 // start time in clock ticks since boot
 }
 
-// processState is what is kept per process across scrapes: facts that do not change while
-// it runs (runtime, name, executable) and each reader's typed results, refreshed on their
-// own clocks. Guarded by mu; readers do their I/O outside it.
-type processState struct {
+// state is what is kept per process across scrapes: facts that do not change while
+// it runs (runtime, name, executable), what detection read, and each reader's slot
+// (Slot), refreshed on the reader's own clock. Guarded by mu; readers do their I/O outside it.
+type state struct {
 	mu       sync.Mutex
 	detected bool
 	comm     string // at detection: an exec keeps pid and start time but changes the program
@@ -118,39 +134,24 @@ type processState struct {
 	envErr error
 	envAt  time.Time
 
-	goInfo      *goruntime.Info // go collector: build info and GOMAXPROCS
-	goAt        time.Time
-	heap        heapLayout // malloc: the one owner of the heap layout; smaps reads it
-	smaps       smapsReading
-	jvmNoteDone bool // jvm collector: "perf data unavailable" logged once
+	goInfo *goruntime.Info // Go detection's build info (DetectedGo)
+	goAt   time.Time
+	slots  []any // by Slot index; nil until a reader stores
 }
 
-// heapLayout is a glibc process's malloc state and arena limit, re-read at most every
-// mallocRefresh by whoever needs it first (malloc collector or smaps refresher).
-type heapLayout struct {
-	state  *malloc.State
-	limit  int
-	at     time.Time
-	failed bool
-}
-
-// smapsReading is the background smaps refresher's last reading of a process.
-type smapsReading struct {
-	bytes uint64
-	at    time.Time // also set after a failed read (bytes 0): not retried before the interval
-}
-
-// ProcessSource finds the processes of the watched cgroups, shared by the process, go, jvm,
+// Processes finds the processes of the watched cgroups, shared by the process, go, jvm,
 // malloc and smaps collectors. Processes are attributed to the cgroup whose cgroup.procs
 // lists them in the CPU hierarchy (on v1 a process may sit at other paths in other
 // controllers; the CPU path is the one its quota comes from). It owns every per-process
 // cache: its own states and the JVM reader's, and forgets exited and exec'd processes in all
 // of them after each listing, whichever collectors are enabled.
-type ProcessSource struct {
-	cfg     *Config // the Env's: tests adjust it after NewEnv
-	cgroups *CgroupSource
-	errors  *ErrorCounter
-	fs      procfs.FS
+type Processes struct {
+	// Filter leaves processes out of the listing; set before the first listing.
+	Filter   Filter
+	procPath string
+	cgroups  *Cgroups
+	errors   Recorder
+	fs       procfs.FS
 	// JVM reads perf data and caches flags and layout per JVM.
 	JVM *jvm.Inspector
 	// detectors tell a process's runtime, in order (see newDetectors).
@@ -158,8 +159,8 @@ type ProcessSource struct {
 	// envKeys are the only environment variables read (the Go and malloc readers' keys).
 	envKeys []string
 
-	// maxAge is discoveryMaxAge: the collectors of one scrape share one listing.
-	maxAge time.Duration
+	// MaxAge is DiscoveryMaxAge: the collectors of one scrape share one listing.
+	MaxAge time.Duration
 
 	bootOnce sync.Once
 	bootTime float64 // seconds since the epoch, read once: start times are relative to it
@@ -169,12 +170,12 @@ type ProcessSource struct {
 	// the kernel costs one blocked read per kind and is skipped until it returns.
 	gate *procread.Gate
 	// last is the last complete listing, for background loops (Last).
-	last atomic.Pointer[[]*process]
+	last atomic.Pointer[[]*Process]
 
 	mu     sync.Mutex
-	states map[processKey]*processState
+	states map[Key]*state
 	at     time.Time
-	cached []*process
+	cached []*Process
 	errs   []error
 
 	// evictHooks hold per-process resources outside the states (the gopause collector's
@@ -182,14 +183,25 @@ type ProcessSource struct {
 	evictHooks []func(keep func(pid int, start uint64) bool)
 }
 
-// NewProcessSource prepares the process source over cfg.ProcPath.
-func NewProcessSource(cfg *Config, cgroups *CgroupSource, errs *ErrorCounter) (*ProcessSource, error) {
-	fs, err := procfs.NewFS(cfg.ProcPath)
+// Filter is which processes the listing keeps (see --process.* flags).
+type Filter struct {
+	// MinResident leaves out processes of no known runtime with less resident memory.
+	MinResident      uint64
+	Include, Exclude *regexp.Regexp // on the process label
+}
+
+// NewProcesses prepares the process source over procPath (the host's /proc). gate
+// quarantines its per-process reads (nil: a gate of its own).
+func NewProcesses(procPath string, cgroups *Cgroups, errs Recorder, gate *procread.Gate, filter Filter) (*Processes, error) {
+	fs, err := procfs.NewFS(procPath)
 	if err != nil {
 		return nil, err
 	}
-	s := &ProcessSource{cfg: cfg, cgroups: cgroups, errors: errs, fs: fs, maxAge: discoveryMaxAge,
-		JVM: &jvm.Inspector{Procfs: cfg.ProcPath}, gate: procread.NewGate(processErrors), states: map[processKey]*processState{}}
+	if gate == nil {
+		gate = procread.NewGate(ProcessErrors)
+	}
+	s := &Processes{Filter: filter, procPath: procPath, cgroups: cgroups, errors: errs, fs: fs, MaxAge: DiscoveryMaxAge,
+		JVM: &jvm.Inspector{Procfs: procPath}, gate: gate, states: map[Key]*state{}}
 	s.detectors = newDetectors(s)
 	s.envKeys = append(goruntime.EnvKeys(), malloc.EnvKeys()...)
 	return s, nil
@@ -199,50 +211,50 @@ func NewProcessSource(cfg *Config, cgroups *CgroupSource, errs *ErrorCounter) (*
 // one); re-read it with the readers that use it, on their 30 s clock, in case of an exec.
 const envRefresh = 30 * time.Second
 
-// environ returns the named environment variables of p (s.envKeys only: environments hold
+// Environ returns the named environment variables of p (s.envKeys only: environments hold
 // secrets), read at most once per envRefresh and shared by the Go and malloc readers.
-func (s *ProcessSource) environ(ctx context.Context, p *process) (map[string]string, error) {
+func (s *Processes) Environ(ctx context.Context, p *Process) (map[string]string, error) {
 	st := p.state
 	st.envMu.Lock()
 	defer st.envMu.Unlock()
 	if !st.envAt.IsZero() && time.Since(st.envAt) < envRefresh {
 		return st.env, st.envErr
 	}
-	st.env, st.envErr = procenv.Lookup(ctx, s.cfg.ProcPath, p.PID, s.envKeys...)
+	st.env, st.envErr = procenv.Lookup(ctx, s.procPath, p.PID, s.envKeys...)
 	st.envAt = time.Now()
 	return st.env, st.envErr
 }
 
 // Len is the number of processes the source keeps state for (for tests: the leak).
-func (s *ProcessSource) Len() int {
+func (s *Processes) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.states)
 }
 
-// startTime is a process's start in seconds since the epoch; an error when the boot time
+// StartTime is a process's start in seconds since the epoch; an error when the boot time
 // (btime in <procfs>/stat) cannot be read.
-func (s *ProcessSource) startTime(startTicks uint64) (float64, error) {
-	s.bootOnce.Do(func() { s.bootTime, s.bootErr = kernel.BootTime(s.cfg.ProcPath) })
+func (s *Processes) StartTime(startTicks uint64) (float64, error) {
+	s.bootOnce.Do(func() { s.bootTime, s.bootErr = kernel.BootTime(s.procPath) })
 	if s.bootErr != nil {
 		return 0, s.bootErr
 	}
 	return s.bootTime + float64(startTicks)/kernel.UserHZ, nil
 }
 
-// Processes returns the watched processes, listing them at most every discoveryMaxAge.
+// Processes returns the watched processes, listing them at most every DiscoveryMaxAge.
 // Errors are per process (vanished, permission denied, ...), already counted; the list holds
 // the rest. A process whose reads are quarantined (procread.ErrStuck) is left out without an
 // error: its timeout was counted once, when its read did not return.
-func (s *ProcessSource) Processes(ctx context.Context) ([]*process, []error) {
+func (s *Processes) Processes(ctx context.Context) ([]*Process, []error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cached != nil && time.Since(s.at) < s.maxAge {
+	if s.cached != nil && time.Since(s.at) < s.MaxAge {
 		return s.cached, s.errs
 	}
 	procs, errs := s.list(ctx)
 	for _, err := range errs {
-		s.errors.Record(processErrors, "process listing", err)
+		s.errors.Record(ProcessErrors, "process listing", err)
 	}
 	if ctx.Err() == nil {
 		s.cached, s.errs, s.at = procs, errs, time.Now()
@@ -251,10 +263,27 @@ func (s *ProcessSource) Processes(ctx context.Context) ([]*process, []error) {
 	return procs, errs
 }
 
+// Expire makes the next Processes call list again, whatever MaxAge.
+func (s *Processes) Expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at = time.Time{}
+}
+
+// Gate is the quarantine of the source's per-process reads.
+func (s *Processes) Gate() *procread.Gate { return s.gate }
+
+// ReadProcess reads one process's stat and status as a listing does (nil error for a
+// kernel thread or zombie), without keeping anything.
+func (s *Processes) ReadProcess(pid int, cg cgroupfs.Cgroup) error {
+	_, err := s.readStat(procItem{pid, cg})
+	return err
+}
+
 // Last is the last complete listing the scrapes made, without reading or waiting for the
 // source's lock: background loops use it instead of listing on their own. Processes in it
 // may have exited since.
-func (s *ProcessSource) Last() []*process {
+func (s *Processes) Last() []*Process {
 	if p := s.last.Load(); p != nil {
 		return *p
 	}
@@ -272,15 +301,15 @@ func gatedContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 24*time.Hour)
 }
 
-// eachProcess runs read for every process, processWorkers at once, each within
+// Each runs read for every process, processWorkers at once, each within
 // perProcessTimeout, through the source's gate keyed by process and kind: a process whose
 // read of that kind did not return is skipped with procread.ErrStuck until it does.
 // read must not write to memory the caller reads after it returns except under p.state.mu:
 // an abandoned read may still finish later.
-func eachProcess[R any](ctx context.Context, s *ProcessSource, procs []*process, kind string,
-	read func(ctx context.Context, p *process) (R, error)) []procread.Result[R] {
+func Each[R any](ctx context.Context, s *Processes, procs []*Process, kind string,
+	read func(ctx context.Context, p *Process) (R, error)) []procread.Result[R] {
 	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind}
-	return procread.Map(ctx, b, procs, func(p *process) string { return p.gateKey(kind) }, func(p *process) (R, error) {
+	return procread.Map(ctx, b, procs, func(p *Process) string { return p.gateKey(kind) }, func(p *Process) (R, error) {
 		rctx, cancel := gatedContext()
 		defer cancel()
 		return read(rctx, p)
@@ -299,9 +328,9 @@ func itemBudget(ctx context.Context) time.Duration {
 	return d
 }
 
-// withRuntime keeps the processes of one runtime.
-func withRuntime(procs []*process, runtime string) []*process {
-	var out []*process
+// WithRuntime keeps the processes of one runtime.
+func WithRuntime(procs []*Process, runtime string) []*Process {
+	var out []*Process
 	for _, p := range procs {
 		if p.Runtime == runtime {
 			out = append(out, p)
@@ -311,17 +340,8 @@ func withRuntime(procs []*process, runtime string) []*process {
 }
 
 // gateKey names one kind of read of one process (pid and start time) in the source's gate.
-func (p *process) gateKey(kind string) string {
+func (p *Process) gateKey(kind string) string {
 	return fmt.Sprintf("%d:%d/%s", p.PID, p.Stat.Starttime, kind)
-}
-
-// countOnce is the error a per-process read returned, or nil when it must not be counted
-// again: the process is quarantined (its timeout was counted when it got stuck).
-func countOnce(err error) error {
-	if errors.Is(err, procread.ErrStuck) {
-		return nil
-	}
-	return err
 }
 
 // procItem is one pid listed by one cgroup's cgroup.procs.
@@ -336,7 +356,7 @@ type discovered struct {
 	status []byte
 }
 
-func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
+func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 	if s.cgroups.Layout().ProcessHierarchy() == nil {
 		return nil, nil
 	}
@@ -355,14 +375,14 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat"}
 	res := procread.Map(ctx, b, items, func(it procItem) string { return strconv.Itoa(it.pid) + "/stat" }, s.readStat)
 	complete := ctx.Err() == nil
-	var found, undetected []*process
+	var found, undetected []*Process
 	for i, r := range res {
 		if !r.Done && r.Err != nil && !errors.Is(r.Err, procread.ErrStuck) {
 			complete = false // the scrape ended first
 			continue
 		}
 		if r.Err != nil {
-			if err := countOnce(r.Err); err != nil {
+			if err := CountOnce(r.Err); err != nil {
 				errs = append(errs, fmt.Errorf("pid %d: %w", items[i].pid, err))
 			}
 			continue
@@ -379,8 +399,8 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 	}
 	// Runtime detection of new processes, in parallel, quarantined per process: a detection
 	// that timed out is not retried while its read is outstanding.
-	dres := eachProcess(ctx, s, undetected, "detect", s.detectAlone)
-	failed, undecided := map[*process]bool{}, map[*process]bool{}
+	dres := Each(ctx, s, undetected, "detect", s.detectAlone)
+	failed, undecided := map[*Process]bool{}, map[*Process]bool{}
 	for i, r := range dres {
 		p := undetected[i]
 		switch {
@@ -388,12 +408,12 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 			r.Value.apply(p)
 		case errors.Is(r.Err, os.ErrPermission):
 			// Without ptrace access the runtime cannot be told: count the denial, export it as other.
-			s.errors.Record(processErrors, fmt.Sprintf("pid %d", p.PID), r.Err)
+			s.errors.Record(ProcessErrors, fmt.Sprintf("pid %d", p.PID), r.Err)
 			r.Value.apply(p)
 		default:
 			if !r.Done && !errors.Is(r.Err, procread.ErrStuck) {
 				complete = false
-			} else if err := countOnce(r.Err); err != nil {
+			} else if err := CountOnce(r.Err); err != nil {
 				errs = append(errs, fmt.Errorf("pid %d: %w", p.PID, err))
 			}
 			if r.Done && errors.Is(r.Err, procread.ErrTimeout) { // ErrStuck too
@@ -403,8 +423,8 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 			}
 		}
 	}
-	cfg := *s.cfg
-	var out []*process
+	filter := s.Filter
+	var out []*Process
 	for _, p := range found {
 		if failed[p] {
 			continue
@@ -412,18 +432,18 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 		p.Runtime, p.Name = p.state.runtime, p.state.name
 		switch {
 		case undecided[p]:
-			p.Runtime = runtimeUnknown
+			p.Runtime = RuntimeUnknown
 		case p.Runtime == "":
-			p.Runtime = runtimeOther
+			p.Runtime = RuntimeOther
 		}
 		if p.Name == "" {
 			p.Name = p.Stat.Comm
 		}
-		if (p.Runtime == runtimeOther || p.Runtime == runtimeUnknown) && uint64(p.Stat.ResidentMemory()) < cfg.ProcessMinResident {
+		if (p.Runtime == RuntimeOther || p.Runtime == RuntimeUnknown) && uint64(p.Stat.ResidentMemory()) < filter.MinResident {
 			continue
 		}
-		if cfg.ProcessInclude != nil && !cfg.ProcessInclude.MatchString(p.Name) ||
-			cfg.ProcessExclude != nil && cfg.ProcessExclude.MatchString(p.Name) {
+		if filter.Include != nil && !filter.Include.MatchString(p.Name) ||
+			filter.Exclude != nil && filter.Exclude.MatchString(p.Name) {
 			continue
 		}
 		out = append(out, p)
@@ -437,14 +457,14 @@ func (s *ProcessSource) list(ctx context.Context) ([]*process, []error) {
 
 // evict is the one eviction loop: processes not seen in this listing have exited; their
 // state goes, here and in every runtime reader's cache.
-func (s *ProcessSource) evict(now time.Time) {
+func (s *Processes) evict(now time.Time) {
 	for k, st := range s.states {
 		if st.lastSeen.Before(now) {
 			delete(s.states, k)
 		}
 	}
 	keep := func(pid int, start uint64) bool {
-		_, ok := s.states[processKey{pid, start}]
+		_, ok := s.states[Key{PID: pid, Start: start}]
 		return ok
 	}
 	s.JVM.Evict(keep)
@@ -456,7 +476,7 @@ func (s *ProcessSource) evict(now time.Time) {
 // OnEvict registers f to be told, after each listing and on an exec, which processes are
 // gone: keep(pid, start) is false for them. f runs under the source's lock: it must not
 // call back into the source.
-func (s *ProcessSource) OnEvict(f func(keep func(pid int, start uint64) bool)) {
+func (s *Processes) OnEvict(f func(keep func(pid int, start uint64) bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.evictHooks = append(s.evictHooks, f)
@@ -465,7 +485,7 @@ func (s *ProcessSource) OnEvict(f func(keep func(pid int, start uint64) bool)) {
 // readStat reads one process's stat and status (cheap files, read once per scrape). It
 // touches no shared state: it may finish after the scrape gave up on it. Kernel threads and
 // zombies return nil.
-func (s *ProcessSource) readStat(it procItem) (*discovered, error) {
+func (s *Processes) readStat(it procItem) (*discovered, error) {
 	proc, err := s.fs.Proc(it.pid)
 	if err != nil {
 		return nil, err
@@ -481,7 +501,7 @@ func (s *ProcessSource) readStat(it procItem) (*discovered, error) {
 	}
 	ctx, cancel := gatedContext()
 	defer cancel()
-	b, err := procread.ReadFile(ctx, filepath.Join(s.cfg.ProcPath, strconv.Itoa(it.pid), "status"), procstatus.MaxSize)
+	b, err := procread.ReadFile(ctx, filepath.Join(s.procPath, strconv.Itoa(it.pid), "status"), procstatus.MaxSize)
 	if err == nil && len(b) == 0 {
 		err = os.ErrNotExist // exited between open and read
 	}
@@ -493,8 +513,8 @@ func (s *ProcessSource) readStat(it procItem) (*discovered, error) {
 
 // process is the listing's entry for what readStat found, with the state kept across
 // scrapes (new for a new or exec'd process). Called under s.mu.
-func (s *ProcessSource) process(it procItem, d *discovered) *process {
-	key := processKey{it.pid, d.stat.Starttime}
+func (s *Processes) process(it procItem, d *discovered) *Process {
+	key := Key{it.pid, d.stat.Starttime}
 	st, ok := s.states[key]
 	if !ok || (st.detected && st.comm != d.stat.Comm) {
 		if ok { // exec'd into another program: start afresh in every reader too
@@ -504,17 +524,17 @@ func (s *ProcessSource) process(it procItem, d *discovered) *process {
 				h(keep)
 			}
 		}
-		st = &processState{comm: d.stat.Comm}
+		st = &state{comm: d.stat.Comm}
 		s.states[key] = st
 	}
-	p := &process{PID: it.pid, Cgroup: it.cg, Stat: d.stat, Status: procstatus.Parse(d.status, it.pid), state: st}
-	p.StartTime, _ = s.startTime(d.stat.Starttime) // its error is reported by the process collector
+	p := &Process{PID: it.pid, Cgroup: it.cg, Stat: d.stat, Status: procstatus.Parse(d.status, it.pid), state: st}
+	p.StartTime, _ = s.StartTime(d.stat.Starttime) // its error is reported by the process collector
 	return p
 }
 
 // detection is what detectAlone found about a process, applied to its state by the listing.
 type detection struct {
-	scratch *processState
+	scratch *state
 	jvmInfo *jvm.Info
 	// threads are the thread names detection read, if it did: the readers of the same
 	// scrape reuse them.
@@ -524,7 +544,7 @@ type detection struct {
 }
 
 // apply copies a detection into p's state and marks it detected.
-func (d detection) apply(p *process) {
+func (d detection) apply(p *Process) {
 	st := p.state
 	st.mu.Lock()
 	if d.scratch != nil {
@@ -546,16 +566,16 @@ func (d detection) apply(p *process) {
 
 // detectAlone runs detection on a copy of p with a scratch state, so a detection abandoned
 // by the scrape writes nothing shared when it finally returns.
-func (s *ProcessSource) detectAlone(ctx context.Context, p *process) (detection, error) {
-	q := &process{PID: p.PID, Cgroup: p.Cgroup, Stat: p.Stat, Status: p.Status, StartTime: p.StartTime, state: &processState{}}
+func (s *Processes) detectAlone(ctx context.Context, p *Process) (detection, error) {
+	q := &Process{PID: p.PID, Cgroup: p.Cgroup, Stat: p.Stat, Status: p.Status, StartTime: p.StartTime, state: &state{}}
 	err := s.detect(ctx, q)
 	return detection{scratch: q.state, jvmInfo: q.jvmInfo,
 		threadsRead: q.threads.read, threads: q.threads.names, threadsErr: q.threads.err}, err
 }
 
 // detect reads the exe link once per process and asks the detectors, in order.
-func (s *ProcessSource) detect(ctx context.Context, p *process) error {
-	exe, err := os.Readlink(filepath.Join(s.cfg.ProcPath, strconv.Itoa(p.PID), "exe"))
+func (s *Processes) detect(ctx context.Context, p *Process) error {
+	exe, err := os.Readlink(filepath.Join(s.procPath, strconv.Itoa(p.PID), "exe"))
 	if err == nil {
 		p.state.exe = exe
 	}
@@ -569,16 +589,16 @@ func (s *ProcessSource) detect(ctx context.Context, p *process) error {
 			return nil
 		}
 	}
-	p.state.runtime = runtimeOther
+	p.state.runtime = RuntimeOther
 	return nil
 }
 
 // disambiguate makes the process label unique within a cgroup: two processes with the same
 // name get their executable path appended, and if that is still ambiguous (worker processes
 // of one binary), an ordinal by start time. Settings such as GOMAXPROCS are never summed.
-func disambiguate(ps []*process) {
-	group := func() map[string][]*process {
-		g := map[string][]*process{}
+func disambiguate(ps []*Process) {
+	group := func() map[string][]*Process {
+		g := map[string][]*Process{}
 		for _, p := range ps {
 			k := p.Cgroup.Path + "\x00" + p.Runtime + "\x00" + p.Name
 			g[k] = append(g[k], p)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package collector
+package source
 
 import (
 	"context"
@@ -15,28 +15,28 @@ import (
 // ("" keeps the comm). It returns runtime "" when the process is not of its runtime.
 type detector struct {
 	runtime string
-	detect  func(ctx context.Context, p *process) (runtime, name string, err error)
+	detect  func(ctx context.Context, p *Process) (runtime, name string, err error)
 }
 
 // newDetectors is the one place that orders runtime detection. Detection runs once per
 // process (pid and start time) whatever collectors are enabled: the runtime label of every
 // per-process series depends on it.
-func newDetectors(s *ProcessSource) []detector {
+func newDetectors(s *Processes) []detector {
 	return []detector{
 		// JVMs first: detecting Go reads the executable's build info, needless for java.
-		{runtimeJVM, s.detectJVM},
-		{runtimeGo, s.detectGo},
+		{RuntimeJVM, s.detectJVM},
+		{RuntimeGo, s.detectGo},
 	}
 }
 
 // detectJVM recognises HotSpot JVMs (java executable) and names them by main class or jar.
 // What it read is kept on the process for the jvm collector of the same scrape.
-func (s *ProcessSource) detectJVM(ctx context.Context, p *process) (string, string, error) {
-	jp := p.jvmProcess(ctx, s.cfg.ProcPath)
+func (s *Processes) detectJVM(ctx context.Context, p *Process) (string, string, error) {
+	jp := p.JVMProcess(ctx, s.procPath)
 	if !jp.IsJVM() {
 		return "", "", nil
 	}
-	info, err := s.JVM.InspectProcess(ctx, jp, jvmCgroup(s.cgroups, p.Cgroup))
+	info, err := s.JVM.InspectProcess(ctx, jp, s.cgroups.JVMCgroup(p.Cgroup))
 	if errors.Is(err, jvm.ErrNotJVM) {
 		return "", "", nil
 	}
@@ -48,13 +48,13 @@ func (s *ProcessSource) detectJVM(ctx context.Context, p *process) (string, stri
 	if name == "" {
 		name = p.Stat.Comm
 	}
-	return runtimeJVM, name, nil
+	return RuntimeJVM, name, nil
 }
 
 // detectGo recognises Go binaries by their build info (debug/buildinfo on /proc/<pid>/exe);
 // the result serves the go collector until goInfoTTL.
-func (s *ProcessSource) detectGo(ctx context.Context, p *process) (string, string, error) {
-	info, err := s.inspectGo(ctx, p)
+func (s *Processes) detectGo(ctx context.Context, p *Process) (string, string, error) {
+	info, err := s.InspectGo(ctx, p)
 	if err != nil {
 		return "", "", err
 	}
@@ -62,21 +62,21 @@ func (s *ProcessSource) detectGo(ctx context.Context, p *process) (string, strin
 		return "", "", nil
 	}
 	p.state.goInfo, p.state.goAt = info, time.Now()
-	return runtimeGo, "", nil
+	return RuntimeGo, "", nil
 }
 
-// inspectGo reads a process's Go build info; the affinity comes from the status discovery
+// InspectGo reads a process's Go build info; the affinity comes from the status discovery
 // read, the environment from the source's shared snapshot.
-func (s *ProcessSource) inspectGo(ctx context.Context, p *process) (*goruntime.Info, error) {
-	return goruntime.InspectKnown(ctx, s.cfg.ProcPath, p.PID, goruntime.Known{
+func (s *Processes) InspectGo(ctx context.Context, p *Process) (*goruntime.Info, error) {
+	return goruntime.InspectKnown(ctx, s.procPath, p.PID, goruntime.Known{
 		Affinity: p.Status.Affinity, AffinityErr: p.Status.AffinityErr,
-		Env: func() (map[string]string, error) { return s.environ(ctx, p) },
+		Env: func() (map[string]string, error) { return s.Environ(ctx, p) },
 	}, processQuota(p))
 }
 
 // processQuota is the CPU quota of the process's own cgroup, which is what the Go runtime
 // and automaxprocs read.
-func processQuota(p *process) goruntime.CPUQuota {
+func processQuota(p *Process) goruntime.CPUQuota {
 	m := p.Cgroup.CPUMax // read by discovery
 	if !p.Cgroup.HasCPUMax || !m.Limited() {
 		return goruntime.CPUQuota{}

@@ -1,0 +1,371 @@
+//go:build linux
+
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+)
+
+// DiscoveryMaxAge lets the collectors of one scrape (cpu, memory, the process source) share
+// one walk of the hierarchies, while a scrape a few seconds later sees new cgroups.
+const DiscoveryMaxAge = 500 * time.Millisecond
+
+// settingsMaxAge: weight, shares, burst and cpuset change only when someone resizes the
+// container; re-reading them every scrape was a quarter of the scrape's file reads. Discovery
+// keeps the quota and memory limit as long (cgroupfs.ProbeCache).
+const settingsMaxAge = 30 * time.Second
+
+// SettingsBudget bounds one read of a cgroup's settings files. They are kernfs files opened
+// non-blocking, so they answer in microseconds; a read that does not answer in a second is
+// stuck, and the cgroup's settings are skipped until it returns.
+const SettingsBudget = time.Second
+
+// DiscoveryErrors is the collector label under which the cgroup source counts the
+// directories its walk could not read, whatever collectors are enabled.
+const DiscoveryErrors = "discovery"
+
+// Cgroups discovers the watched cgroups, publishes each complete walk as an immutable
+// Snapshot (with a generation and the binding limits), tells subscribers what came and went,
+// and caches the cgroups' slowly changing CPU settings; shared by the collectors and the
+// process source. Each fresh walk forgets the settings of cgroups that are gone.
+type Cgroups struct {
+	layout *cgroupfs.Layout
+	opts   cgroupfs.WalkOptions
+	errors Recorder
+
+	// MaxAge is how long a walk serves (DiscoveryMaxAge; tests set 0 before the first walk).
+	MaxAge time.Duration
+
+	mu         sync.Mutex
+	walking    *walk // the discovery in progress, if any
+	expired    bool  // Expire: the next call walks
+	generation uint64
+	// latest is the last complete walk's snapshot (nil before one); read without mu.
+	latest atomic.Pointer[Snapshot]
+	subs   []*Subscription
+	// stopScheduleFn ends the rediscovery schedule, which runs while subs is not empty;
+	// checkEvery is CheckEvery (tests change it).
+	stopScheduleFn context.CancelFunc
+	checkEvery     time.Duration
+
+	names Namer // nil: no Kubernetes names
+
+	// settingsMu guards settings, never a read: each cgroup's files are read by one caller
+	// at a time (settingsReads, keyed by path), outside the lock, under SettingsBudget and
+	// the settings gate, and concurrent callers wait for that read only.
+	settingsMu    sync.Mutex
+	settings      map[string]CPUSettings // by cgroup path
+	settingsReads singleflight.Group
+	settingsGate  *procread.Gate // when the discovery gate (opts.Gate) is not set
+}
+
+// Options configure the cgroup source.
+type Options struct {
+	ProcPath, SysPath string
+	// Include and Exclude filter the watched cgroups by path (nil: all).
+	Include, Exclude *regexp.Regexp
+	// BareRuntime names the runtime of bare 64-hex container cgroups (cgroupfs driver);
+	// "" is containerd.
+	BareRuntime string
+	// Names gives cgroups their Kubernetes names; nil: none.
+	Names Namer
+	// Gate quarantines discovery's reads; nil: a gate of its own.
+	Gate *procread.Gate
+}
+
+// NewCgroups reads the hierarchy layout from mountinfo.
+func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error) {
+	layout, err := cgroupfs.ReadLayout(o.ProcPath, o.SysPath)
+	if err != nil {
+		return nil, err
+	}
+	if layout.MalformedMountLines > 0 {
+		logger.Warn("skipped malformed mountinfo lines", "count", layout.MalformedMountLines)
+	}
+	if layout.OutsideNamespace {
+		logger.Info("cgroup mounts lie outside the exporter's cgroup namespace; treating them as the host hierarchy (host /sys/fs/cgroup mounted into a container)")
+	}
+	logger.Info("cgroup layout", "layout", layout.String())
+	bare := o.BareRuntime
+	if bare == "" {
+		bare = cgroupfs.RuntimeContainerd
+	}
+	return &Cgroups{
+		layout: layout,
+		opts: cgroupfs.WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
+			Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
+		errors:       errs,
+		names:        o.Names,
+		MaxAge:       DiscoveryMaxAge,
+		checkEvery:   CheckEvery,
+		settings:     map[string]CPUSettings{},
+		settingsGate: procread.NewGate(DiscoveryErrors),
+	}, nil
+}
+
+// Expire makes the next Cgroups call walk again, whatever MaxAge (a new scrape, in tests and
+// benchmarks).
+func (s *Cgroups) Expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expired = true
+}
+
+// WalkOptions are the options of the scrape's discovery walk (a copy).
+func (s *Cgroups) WalkOptions() cgroupfs.WalkOptions { return s.opts }
+
+// Layout is the hierarchy layout found at start.
+func (s *Cgroups) Layout() *cgroupfs.Layout { return s.layout }
+
+// Snapshot returns the last walk when younger than MaxAge, else walks the hierarchies.
+// The walk's unreadable directories are counted here (collector "discovery") when the walk
+// finds them, and returned in Errs marked as counted, so a collector can mark itself
+// failed without counting them again. Concurrent callers share one walk, and each waits for
+// it only until its own ctx ends (then it gets an empty snapshot, Generation 0, and a
+// timeout): no caller waits on a lock held across the walk's system calls. A walk cut short
+// by its ctx is returned to its callers but not published (Generation 0).
+func (s *Cgroups) Snapshot(ctx context.Context) *Snapshot {
+	s.mu.Lock()
+	if snap := s.latest.Load(); snap != nil && !s.expired && time.Since(snap.At) < s.MaxAge {
+		s.mu.Unlock()
+		return snap
+	}
+	w := s.walking
+	if w == nil {
+		w = &walk{done: make(chan struct{})}
+		s.walking = w
+		go s.runWalk(ctx, w)
+	}
+	s.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.snap
+	case <-ctx.Done():
+		return &Snapshot{Errs: []cgroupfs.WalkError{{Path: "/", Err: Counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}}
+	}
+}
+
+// Cgroups is Snapshot's cgroups and walk errors.
+func (s *Cgroups) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
+	snap := s.Snapshot(ctx)
+	return snap.Cgroups, snap.Errs
+}
+
+// MemoryPaths lists the watched memory cgroups' paths (root excluded) by a directory walk
+// with no file reads: the OOM watcher's check for new or removed cgroups between scrapes.
+// ok is false when the walk was incomplete (an error or ctx ended).
+func (s *Cgroups) MemoryPaths(ctx context.Context) (paths []string, ok bool) {
+	paths, errs := s.layout.MemoryPaths(ctx, s.opts)
+	return paths, len(errs) == 0 && ctx.Err() == nil
+}
+
+// walk is one discovery shared by the callers that arrive while it runs.
+type walk struct {
+	done chan struct{}
+	snap *Snapshot
+}
+
+func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
+	cgs, errs := s.layout.Discover(ctx, s.opts)
+	if s.names != nil {
+		for i := range cgs {
+			s.names.Name(&cgs[i])
+		}
+	}
+	for i, we := range errs {
+		s.errors.Record(DiscoveryErrors, we.Path, we.Err)
+		errs[i].Err = Counted{we.Err}
+	}
+	w.snap = newSnapshot(0, cgs, errs)
+	s.mu.Lock()
+	s.walking = nil
+	var subs []*Subscription
+	if ctx.Err() == nil { // incomplete walks are not published
+		s.generation++
+		w.snap.Generation = s.generation
+		s.latest.Store(w.snap)
+		s.expired = false
+		subs = s.subs
+	}
+	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.notify()
+	}
+	if ctx.Err() == nil {
+		s.forgetSettings(cgs)
+	}
+	close(w.done)
+}
+
+// CPUSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the
+// file does not exist (old kernel, v2 root).
+type CPUSettings struct {
+	at                           time.Time
+	BurstUS, Weight              uint64
+	Shares                       uint64 // v1 cpu.shares as read (weight is converted from it)
+	CPUs                         int
+	HasBurst, HasWeight, HasCPUs bool
+	unreported                   error // of the last read, until the cpu collector takes it
+}
+
+// Settings returns the cached CPU settings of a cgroup, re-reading them when older than
+// settingsMaxAge. The cpu collector and the JVM reader (which needs shares or weight) share
+// them: one read of each file per 30 s. The read's error goes to the cpu collector (the
+// first caller with report set), whoever read: it is counted once per read.
+//
+// No lock is held across the read: concurrent callers for one cgroup share one read and
+// wait for it at most SettingsBudget. A read that outlives the budget is counted once as a
+// timeout and quarantined by the gate (quota_exporter_stuck_reads{collector="discovery",
+// kind="cpu settings"}); until it returns, callers get the last settings read (or none)
+// at once, without an error.
+func (s *Cgroups) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {
+	s.settingsMu.Lock()
+	st, ok := s.settings[cg.Path]
+	if !ok || time.Since(st.at) >= settingsMaxAge {
+		s.settingsMu.Unlock()
+		// The read returns within SettingsBudget; callers that arrive meanwhile share it.
+		_, _, _ = s.settingsReads.Do(cg.Path, func() (any, error) {
+			s.readSettings(cg)
+			return nil, nil
+		})
+		s.settingsMu.Lock()
+		st, ok = s.settings[cg.Path]
+	}
+	defer s.settingsMu.Unlock()
+	var err error
+	if ok && report {
+		err, st.unreported = st.unreported, nil
+		s.settings[cg.Path] = st
+	}
+	return st, err
+}
+
+// readSettings reads cg's settings under the budget and the gate and stores the result.
+func (s *Cgroups) readSettings(cg cgroupfs.Cgroup) {
+	type result struct {
+		st  CPUSettings
+		err error
+	}
+	gate := s.opts.Gate
+	if gate == nil {
+		gate = s.settingsGate
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), SettingsBudget)
+	res, gateErr := procread.GateDo(ctx, gate, "cpu settings "+cg.Path, "cpu settings", func() (result, error) {
+		st, err := readCPUSettings(s.layout, cg)
+		return result{st, err}, nil
+	})
+	cancel()
+	s.settingsMu.Lock()
+	defer s.settingsMu.Unlock()
+	st := s.settings[cg.Path] // the last settings read, or none; still due for a re-read
+	switch {
+	case errors.Is(gateErr, procread.ErrStuck): // counted when it timed out
+	case gateErr != nil:
+		st.unreported = gateErr
+	default:
+		st = res.st
+		st.unreported = res.err
+	}
+	s.settings[cg.Path] = st
+}
+
+// forgetSettings drops the settings of cgroups that are gone.
+func (s *Cgroups) forgetSettings(cgs []cgroupfs.Cgroup) {
+	seen := make(map[string]bool, len(cgs))
+	for _, cg := range cgs {
+		seen[cg.Path] = true
+	}
+	s.settingsMu.Lock()
+	defer s.settingsMu.Unlock()
+	for p := range s.settings {
+		if !seen[p] {
+			delete(s.settings, p)
+		}
+	}
+}
+
+func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (CPUSettings, error) {
+	st := CPUSettings{at: time.Now()}
+	if l.CPU == nil {
+		return st, nil
+	}
+	var errs []error
+	optional := func(err error) bool {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		return err == nil
+	}
+	dir := l.CPU.Dir(cg.Path)
+	var err error
+	st.BurstUS, err = l.CPU.ReadCPUBurst(dir)
+	st.HasBurst = optional(err)
+	st.Weight, st.Shares, err = l.CPU.ReadCPUWeight(dir)
+	st.HasWeight = optional(err)
+	if l.CPUSet != nil {
+		if d := l.CPUSet.Dir(cg.Path); d != "" {
+			st.CPUs, err = l.CPUSet.ReadCPUSetCount(d)
+			st.HasCPUs = optional(err) && st.CPUs > 0
+		}
+	}
+	return st, errors.Join(errs...)
+}
+
+func pathFilter(include, exclude *regexp.Regexp) func(string) bool {
+	if include == nil && exclude == nil {
+		return nil
+	}
+	return func(p string) bool {
+		if include != nil && !include.MatchString(p) {
+			return false
+		}
+		return exclude == nil || !exclude.MatchString(p)
+	}
+}
+
+// JVMCgroup describes a JVM's cgroup as the JVM's container detection sees it: the quota
+// discovery read, shares or weight from the settings cache, the ancestors' limits.
+func (s *Cgroups) JVMCgroup(cg cgroupfs.Cgroup) jvm.CgroupCPU {
+	l := s.Layout()
+	var out jvm.CgroupCPU
+	if l.CPU != nil {
+		out.V2 = l.CPU.Version == 2
+		// An error reading another setting (burst, cpuset) is the cpu collector's to report.
+		if st, _ := s.Settings(cg, false); st.HasWeight && out.V2 {
+			out.Weight = int64(st.Weight)
+		} else if st.HasWeight {
+			out.Shares = int64(st.Shares)
+		}
+		if cg.HasCPUMax && cg.CPUMax.Limited() {
+			out.QuotaUS, out.PeriodUS = cg.CPUMax.QuotaUS, int64(cg.CPUMax.PeriodUS)
+		}
+	}
+	if cg.HasMemoryLimit {
+		out.MemoryLimitBytes = int64(cg.MemoryLimit)
+	}
+	// The ancestors' limits in the last complete walk (which keeps every limited cgroup
+	// unless a path filter hides it).
+	above := s.Latest().BindingAbove(cg.Path)
+	if above.CPUCgroup != "" {
+		out.AncestorQuotaUS, out.AncestorPeriodUS = above.CPU.QuotaUS, int64(above.CPU.PeriodUS)
+	}
+	if above.MemoryCgroup != "" {
+		out.AncestorMemoryBytes = int64(above.MemoryBytes)
+	}
+	return out
+}

@@ -1,0 +1,36 @@
+//go:build linux
+
+package source
+
+import (
+	"errors"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+)
+
+// Recorder counts and logs a skipped input (the exporter's read-error counter).
+type Recorder interface {
+	Record(collector, subject string, err error) string
+}
+
+// Namer gives a discovered cgroup its Kubernetes names.
+type Namer interface {
+	Name(cg *cgroupfs.Cgroup)
+}
+
+// Counted wraps an error that has been counted already (a walk error of a cached discovery):
+// a Recorder classifies it but does not count or log it again.
+type Counted struct{ Err error }
+
+func (c Counted) Error() string { return c.Err.Error() }
+func (c Counted) Unwrap() error { return c.Err }
+
+// CountOnce is the error a per-process read returned, or nil when it must not be counted
+// again: the process is quarantined (its timeout was counted when it got stuck).
+func CountOnce(err error) error {
+	if errors.Is(err, procread.ErrStuck) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,141 @@
+//go:build linux
+
+package source
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+)
+
+// Snapshot is one complete discovery walk, published by the cgroup source and never
+// changed after: readers share it without locks.
+type Snapshot struct {
+	// Generation counts the published walks, from 1.
+	Generation uint64
+	At         time.Time
+	Cgroups    []cgroupfs.Cgroup
+	// Errs are the walk's unreadable directories, already counted (Counted).
+	Errs []cgroupfs.WalkError
+	// Bindings are each cgroup's binding limit (by path), from the walk's own limits: a
+	// limited ancestor hidden by a path filter is not in them (the effective collector reads it).
+	Bindings map[string]cgroupfs.Binding
+	own      map[string]cgroupfs.Limits
+}
+
+func newSnapshot(gen uint64, cgs []cgroupfs.Cgroup, errs []cgroupfs.WalkError) *Snapshot {
+	return &Snapshot{Generation: gen, At: time.Now(), Cgroups: cgs, Errs: errs,
+		Bindings: cgroupfs.Bindings(cgs, nil), own: cgroupfs.OwnLimits(cgs)}
+}
+
+// BindingAbove is the binding limit of path's ancestors, path's own limits left out: what
+// a JVM (JDK 24+) reads besides its own cgroup's.
+func (snap *Snapshot) BindingAbove(path string) cgroupfs.Binding {
+	if snap == nil || path == "/" || path == "" {
+		return cgroupfs.Binding{}
+	}
+	parent := filepath.Dir(path)
+	return cgroupfs.BindingOf(parent, func(p string) cgroupfs.Limits { return snap.own[p] })
+}
+
+// Latest is the last complete walk's snapshot (nil before the first), without waiting for
+// a walk or taking the source's lock.
+func (s *Cgroups) Latest() *Snapshot { return s.latest.Load() }
+
+// Delta is what came and went between two snapshots a subscriber saw.
+type Delta struct {
+	Prev, Next *Snapshot // Prev is nil for the subscriber's first delta
+	// Added are Next's cgroups not in Prev; Removed are Prev's not in Next (by path).
+	Added, Removed []cgroupfs.Cgroup
+}
+
+// Subscription tells one consumer of the cgroup source that a walk was published. C has
+// room for one signal: a consumer that falls behind gets one signal for many walks, and
+// Next gives it the delta from the last snapshot it took to the newest, so nothing that
+// came or went is lost.
+type Subscription struct {
+	C    <-chan struct{}
+	c    chan struct{}
+	src  *Cgroups
+	seen *Snapshot
+}
+
+// Subscribe starts telling the caller about every published walk. A snapshot published
+// before the call is delivered too (C is signalled at once). While anyone subscribes, the
+// source runs the rediscovery schedule (schedule.go): subscribers need no walk of their own.
+func (s *Cgroups) Subscribe() *Subscription {
+	c := make(chan struct{}, 1)
+	sub := &Subscription{C: c, c: c, src: s}
+	s.mu.Lock()
+	s.subs = append(s.subs, sub)
+	if len(s.subs) == 1 {
+		s.startSchedule()
+	}
+	s.mu.Unlock()
+	if s.latest.Load() != nil {
+		sub.notify()
+	}
+	return sub
+}
+
+// Close ends the subscription: C is signalled no more.
+func (sub *Subscription) Close() {
+	s := sub.src
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.subs {
+		if x == sub {
+			s.subs = append(s.subs[:i:i], s.subs[i+1:]...)
+			if len(s.subs) == 0 {
+				s.stopSchedule()
+			}
+			return
+		}
+	}
+}
+
+func (sub *Subscription) notify() {
+	select {
+	case sub.c <- struct{}{}:
+	default:
+	}
+}
+
+// Next is the delta from the last snapshot this subscriber took to the newest; ok is false
+// when there is nothing new. A subscription is used by one goroutine.
+func (sub *Subscription) Next() (d Delta, ok bool) {
+	next := sub.src.latest.Load()
+	if next == nil || next == sub.seen {
+		return Delta{}, false
+	}
+	d = Delta{Prev: sub.seen, Next: next}
+	sub.seen = next
+	d.Added, d.Removed = diff(d.Prev, next)
+	return d, true
+}
+
+// diff lists the cgroups of next not in prev, and of prev not in next, by path.
+func diff(prev, next *Snapshot) (added, removed []cgroupfs.Cgroup) {
+	old := map[string]bool{}
+	if prev != nil {
+		for _, cg := range prev.Cgroups {
+			old[cg.Path] = true
+		}
+	}
+	now := make(map[string]bool, len(next.Cgroups))
+	for _, cg := range next.Cgroups {
+		now[cg.Path] = true
+		if !old[cg.Path] {
+			added = append(added, cg)
+		}
+	}
+	if prev != nil {
+		for _, cg := range prev.Cgroups {
+			if !now[cg.Path] {
+				removed = append(removed, cg)
+			}
+		}
+	}
+	return added, removed
+}
