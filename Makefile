@@ -187,19 +187,25 @@ test-kubenode: deps-apt tools image
 # Alert precision on real workloads (issue 25, docs/precision.md; root): issue 25's archetypes and the seed cases,
 # each the one container of its own kubepods-style pod in real v1 cgroups, the exporter scraped every 15 s by a real
 # Prometheus with the rendered rules and kubernetes-mixin's CPUThrottlingHigh over the exporter's counters, for
-# PRECISION_DURATION (>= 20m: the rules' real `for`). Prints pages per archetype (bin/precision.md).
+# PRECISION_DURATION (>= 20m: the rules' real `for`). The archetypes run in PRECISION_GROUPS, one after the other
+# (together they want more than this 2-core host's CPU). Prints pages per archetype (bin/precision-<group>.md).
 # BASELINE=<git rev> runs that revision's exporter and rendered rules beside them on the same cgroups (the before).
-# record-workloads runs the same and rewrites the replay test's fixtures (test/precision/testdata).
+# record-workloads runs the same and rewrites the replay test's fixtures (test/precision/testdata/group<N>).
 PRECISION_DURATION ?= 20m
+PRECISION_GROUPS ?= 1 2
 BASELINE ?=
-bench-precision: tools
+define precision_run
 	@set -e; args=""; if [ -n '$(BASELINE)' ]; then \
 	  b=$$(mktemp -d); git archive '$(BASELINE)' | tar -x -C $$b; \
 	  (cd $$b && CGO_ENABLED=0 $(GO) build -trimpath -o $$b/quota_exporter.bin ./exporter/cmd/quota_exporter); \
 	  args="-baseline-exporter $$b/quota_exporter.bin -baseline-rules $$b/alerts"; fi; \
-	mkdir -p bin; cd test && $(GO) run ./precision/cmd/precision -root .. -duration $(PRECISION_DURATION) -out ../bin/precision.md $$args
+	mkdir -p bin; cd test; for g in $(PRECISION_GROUPS); do \
+	  $(GO) run ./precision/cmd/precision -root .. -group $$g -duration $(PRECISION_DURATION) -out ../bin/precision-$$g.md $(1) $$args; done
+endef
+bench-precision: tools
+	$(call precision_run,)
 record-workloads: tools
-	mkdir -p bin; cd test && $(GO) run ./precision/cmd/precision -root .. -duration $(PRECISION_DURATION) -record precision/testdata -out ../bin/precision.md
+	$(call precision_run,-record precision/testdata/group$$g)
 
 # Regenerates the Kubernetes manifests that embed the rendered rules and dashboards.
 examples: mixin

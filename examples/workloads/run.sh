@@ -132,9 +132,9 @@ spec() {
 	cpu-batch) # healthy by design: one thread computing without pause at its limit
 		QUOTA_US=50000 MEM_LIMIT=$((64 << 20))
 		CMD=("$BUILD/bursty" 1 1 1) ;;
-	jvm-gc-live) # seed 000 at 0.5 cores: 18 GC threads, a 250 MiB live set marked by every full GC
+	jvm-gc-live) # seed 000 at 0.5 cores: 18 GC threads, a 250 MiB live set of 512-byte entries marked by every full GC
 		QUOTA_US=50000 MEM_LIMIT=$((768 << 20))
-		CMD=(java -XX:ActiveProcessorCount=24 -XX:+UseParallelGC -Xms400m -Xmx400m -cp "$BUILD/java/gc-live" GcLive 250 40 2) ;;
+		CMD=(java -XX:ActiveProcessorCount=24 -XX:+UseParallelGC -Xms400m -Xmx400m -cp "$BUILD/java/gc-live" GcLive 250 40 2 512) ;;
 	jvm-gc-small) # 18 GC threads, a small live set: never throttled, misconfigured all the same
 		QUOTA_US=50000 MEM_LIMIT=$((256 << 20))
 		CMD=(java -XX:ActiveProcessorCount=24 -XX:+UseParallelGC -Xmx128m -cp "$BUILD/java/gc-live" GcLive 8 40 2) ;;

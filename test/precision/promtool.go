@@ -45,8 +45,10 @@ func ToSeries(scrapes []Scrape, m Manifest) ([]Series, int, error) {
 		vs[step] = strconv.FormatFloat(v, 'g', -1, 64)
 	}
 	target := map[string]string{"job": "quota-exporter", "instance": m.Instance}
+	scraped := make([]bool, steps)
 	for _, s := range scrapes {
 		step := int(math.Round(float64(s.At.Sub(t0)) / float64(interval)))
+		scraped[step] = true
 		parser := expfmt.NewTextParser(model.UTF8Validation)
 		mfs, err := parser.TextToMetricFamilies(bytes.NewReader(s.Body))
 		if err != nil {
@@ -76,8 +78,17 @@ func ToSeries(scrapes []Scrape, m Manifest) ([]Series, int, error) {
 	out := make([]Series, 0, len(keys))
 	for _, k := range keys {
 		vs := values[k]
+		present := false
 		for i, v := range vs {
-			if v == "" {
+			switch {
+			case v != "":
+				present = true
+			case present && scraped[i]:
+				// Gone from a scrape: Prometheus writes a staleness marker, so the old
+				// series (a pod's before its names were known, a restarted container's)
+				// does not linger for the 5-minute lookback beside the new one.
+				vs[i], present = "stale", false
+			default:
 				vs[i] = "_"
 			}
 		}
