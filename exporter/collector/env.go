@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"regexp"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 )
 
 // Config is everything the collectors are configured with; main fills it from flags.
@@ -31,7 +33,7 @@ type Config struct {
 	// directories name pods and containers; "" leaves the names out.
 	PodLogsPath string
 	// OOMRetention is how long the OOM kills of a removed cgroup are still exported;
-	// 0 means defaultOOMRetention.
+	// 0 means oomwatch.DefaultRetention.
 	OOMRetention time.Duration
 	// GoPauseMaxProbes caps the gopause collector's uprobes node-wide and
 	// GoPausePausesPerSecond each process's pauses through the shared ring buffer; 0 means
@@ -57,6 +59,9 @@ type Env struct {
 	// PodNames resolves Kubernetes names for the cgroup source and exports the resolver's
 	// own metrics; register it with the exporter's own registry.
 	PodNames *PodNames
+	// Descriptors is the budget of descriptors the throttle sampler (open cpu.stat files) and
+	// the v1 OOM watcher (eventfds) hold together.
+	Descriptors *fdbudget.Budget
 }
 
 // NewEnv finds the cgroup hierarchies and prepares the sources.
@@ -66,7 +71,8 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &Env{Config: cfg, Logger: logger, Errors: errs, Cgroups: cgroups, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath)}
+	env := &Env{Config: cfg, Logger: logger, Errors: errs, Cgroups: cgroups, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath),
+		Descriptors: fdbudget.FromRlimit()}
 	cgroups.names = env.PodNames
 	cgroups.opts.Gate = env.Stuck.Gate(discoveryErrors)
 	if env.Processes, err = NewProcessSource(&env.Config, cgroups, errs); err != nil {

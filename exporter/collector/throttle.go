@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
@@ -79,9 +80,9 @@ type throttleCollector struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	gate   *procread.Gate
-	// fdBudget is how many cpu.stat files the sampler keeps open (pread each window saves
-	// an open and close); beyond it, it opens, reads and closes each window.
-	fdBudget int
+	// fds is the budget of the cpu.stat files the sampler keeps open (pread each window saves
+	// an open and close), shared with the OOM watcher; beyond it, it opens, reads and closes each window.
+	fds *fdbudget.Budget
 	// quotas keeps the quotas between rediscoveries: each walk reads the quota of new
 	// directories only, and of known ones every samplerQuotaAge.
 	quotas *cgroupfs.ProbeCache
@@ -187,19 +188,8 @@ func newThrottleSampler(env *Env, window time.Duration) *throttleCollector {
 	done := make(chan struct{})
 	close(done)
 	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, gate: cgroupGate(env, "throttle"),
-		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{},
+		fds: env.Descriptors, series: map[string]*throttleSeries{},
 		quotas: &cgroupfs.ProbeCache{MaxAge: samplerQuotaAge}}
-}
-
-// descriptorBudget leaves the larger of a quarter of RLIMIT_NOFILE and 512 descriptors to
-// discovery, scrapes and HTTP connections.
-func descriptorBudget() int {
-	var l syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		return 0
-	}
-	limit := int(min(l.Cur, 1<<30))
-	return max(0, limit-max(limit/4, 512))
 }
 
 // closeWait bounds how long Close waits for the sampler's loop; the loop never waits on a
@@ -226,6 +216,7 @@ func (c *throttleCollector) release(s *throttleSeries) {
 	if s.fd >= 0 && !s.abandoned {
 		syscall.Close(s.fd)
 		c.open--
+		c.fds.Release(1)
 	}
 	s.fd = -1
 }
@@ -330,7 +321,7 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 	if removed {
 		c.relink()
 	}
-	room := c.fdBudget - c.open
+	room := c.fds.Take(len(fresh))
 	c.mu.Unlock()
 
 	// Open outside mu: an open of a FIFO planted in the tree must not stall scrapes
@@ -346,6 +337,7 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 	}
 	c.mu.Lock()
 	c.open += opened
+	c.fds.Release(room - opened)
 	for _, s := range fresh {
 		c.series[s.cg.Path] = s
 	}
