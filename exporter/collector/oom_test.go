@@ -248,7 +248,7 @@ func TestOOMv1DescriptorBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Descriptors = fdbudget.New(2) // the watcher's alone: no throttle sampler here
+	env.Descriptors = fdbudget.New(2, 0) // the watcher's alone: no throttle sampler here
 	oc, err := newOOMCollector(env)
 	if err != nil {
 		t.Fatal(err)

@@ -321,7 +321,7 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 	if removed {
 		c.relink()
 	}
-	room := c.fds.Take(len(fresh))
+	room := c.fds.TakeSpare(len(fresh))
 	c.mu.Unlock()
 
 	// Open outside mu: an open of a FIFO planted in the tree must not stall scrapes
