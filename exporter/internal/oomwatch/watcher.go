@@ -16,6 +16,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"path"
 	"sync"
 	"time"
@@ -140,13 +141,10 @@ func (w *Watcher) Watch(ctx context.Context, added []cgroupfs.Cgroup, removed []
 		w.mu.Unlock()
 		return
 	}
-	var try []cgroupfs.Cgroup
-	for _, cg := range w.unwatched {
-		try = append(try, cg)
-	}
+	try := maps.Clone(w.unwatched)
 	for _, cg := range added {
-		if _, known := w.unwatched[cg.Path]; !known && w.byPath[cg.Path] == nil && cg.Path != "/" {
-			try = append(try, cg)
+		if w.byPath[cg.Path] == nil && cg.Path != "/" {
+			try[cg.Path] = cg // an unwatched one with the identity just discovered
 		}
 	}
 	w.mu.Unlock()
@@ -189,8 +187,8 @@ func (w *Watcher) Watch(ctx context.Context, added []cgroupfs.Cgroup, removed []
 	}
 }
 
-// Sync is Watch fed with a full listing (a discovery): what came and went is what the
-// listing has and the watcher does not know, and the other way round.
+// Sync is Watch fed with a full listing (a discovery): what came is what the listing has
+// and the watcher does not watch, what went the other way round.
 func (w *Watcher) Sync(ctx context.Context, cgs []cgroupfs.Cgroup) {
 	seen := make(map[string]bool, len(cgs))
 	var added []cgroupfs.Cgroup
@@ -199,7 +197,7 @@ func (w *Watcher) Sync(ctx context.Context, cgs []cgroupfs.Cgroup) {
 	for _, cg := range cgs {
 		if cg.InMemory && cg.Path != "/" {
 			seen[cg.Path] = true
-			if _, known := w.unwatched[cg.Path]; !known && w.byPath[cg.Path] == nil {
+			if w.byPath[cg.Path] == nil {
 				added = append(added, cg)
 			}
 		}
