@@ -19,6 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -134,12 +136,12 @@ func TestOOMKillOfRemovedV1Container(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oom, ok := oc.(*oomV1Collector)
-	testutil.Require(t, ok, "the memory hierarchy is not a v1 cgroup mount")
+	oom, ok := oc.(*oomCollector)
+	testutil.Require(t, ok && env.Cgroups.Layout().Memory.Version == 1, "the memory hierarchy is not a v1 cgroup mount")
 	defer func() {
 		start := time.Now()
 		oom.Close()
-		if d := time.Since(start); d > oomV1CloseWait+time.Second {
+		if d := time.Since(start); d > oomwatch.CloseWait+time.Second {
 			t.Errorf("Close took %v", d)
 		}
 	}()
@@ -241,16 +243,14 @@ func TestOOMv1DescriptorBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	env.Descriptors = fdbudget.New(2, 0) // the watcher's alone: no throttle sampler here
 	oc, err := newOOMCollector(env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	oom, ok := oc.(*oomV1Collector)
-	testutil.Require(t, ok, "the memory hierarchy is not a v1 cgroup mount")
+	oom, ok := oc.(*oomCollector)
+	testutil.Require(t, ok && env.Cgroups.Layout().Memory.Version == 1, "the memory hierarchy is not a v1 cgroup mount")
 	defer oom.Close()
-	oom.mu.Lock()
-	oom.budget = 2
-	oom.mu.Unlock()
 	for i := range 3 { // after the budget is set, so that every sync sees it
 		root.Child("c"+strconv.Itoa(i), testutil.CgroupOptions{MemoryLimit: 32 << 20})
 	}
@@ -284,15 +284,15 @@ func TestOOMRetainedKillNamedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newOOMRetained(cfg)
+	r := oomwatch.NewRetained(cfg.OOMRetention, env.PodNames.Name)
 	gone := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b2c3f9a_1d2e_4f5a_8b9c_0d1e2f3a4b5c.slice/cri-containerd-gone.scope"
-	r.keep(cgroupfs.Cgroup{
+	r.Keep(cgroupfs.Cgroup{
 		Path:     gone,
 		Identity: cgroupfs.Identity{PodUID: "6b2c3f9a-1d2e-4f5a-8b9c-0d1e2f3a4b5c", ContainerID: "containerd://" + hexA, QoSClass: "burstable"},
 		Names:    cgroupfs.KubeNames{Namespace: "shop", Pod: "checkout-7d9f8b6c5-x2kqp"}, // the pod's only
 	}, 1)
 	ch := make(chan prometheus.Metric, 10)
-	r.collect(context.Background(), env, ch)
+	exportGone(context.Background(), env, ch, r)
 	close(ch)
 	var got []string
 	for m := range ch {
@@ -323,16 +323,16 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 			cfg, env, c := oomOnHost(t, h)
 			s := c.syncs
 			// A check of the test's own: the loop's runs in the loop's goroutine only.
-			s = &oomSyncer{sync: s.sync, unchanged: memoryDirsUnchanged(env)}
-			if s.unchanged(context.Background()) {
+			s = &oomwatch.Syncer{Sync: s.Sync, Unchanged: oomwatch.DirsUnchanged(env.Cgroups.MemoryPaths)}
+			if s.Unchanged(context.Background()) {
 				t.Fatal("the first check must ask for a sync")
 			}
-			<-s.start(context.Background())
-			if s.unchanged(context.Background()) {
+			<-s.Start(context.Background())
+			if s.Unchanged(context.Background()) {
 				t.Fatal("the check after a change must ask for one more sync (limits and PIDs come after the mkdir)")
 			}
-			<-s.start(context.Background())
-			if !s.unchanged(context.Background()) {
+			<-s.Start(context.Background())
+			if !s.Unchanged(context.Background()) {
 				t.Fatal("unchanged tree reported as changed")
 			}
 			root := filepath.Join(cfg.SysPath, "fs", "cgroup")
@@ -347,26 +347,23 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if s.unchanged(context.Background()) {
+			if s.Unchanged(context.Background()) {
 				t.Error("a new cgroup went unnoticed")
 			}
-			<-s.start(context.Background())
-			s.unchanged(context.Background()) // the settling sync
-			<-s.start(context.Background())
-			if !s.unchanged(context.Background()) {
+			<-s.Start(context.Background())
+			s.Unchanged(context.Background()) // the settling sync
+			<-s.Start(context.Background())
+			if !s.Unchanged(context.Background()) {
 				t.Error("still changed after the syncs")
 			}
-			c.mu.Lock()
-			watched := c.byPath["/kubepods.slice/new-test.scope"] != nil
-			c.mu.Unlock()
-			if !watched {
+			if !c.w.Watching("/kubepods.slice/new-test.scope") {
 				cgs, _ := env.Cgroups.Cgroups(context.Background())
 				t.Errorf("the sync after the change did not watch the new cgroup; discovery: %v", cgs)
 			}
 			if err := os.RemoveAll(fresh); err != nil {
 				t.Fatal(err)
 			}
-			if s.unchanged(context.Background()) {
+			if s.Unchanged(context.Background()) {
 				t.Error("a removed cgroup went unnoticed")
 			}
 		})

@@ -160,11 +160,8 @@ func checkOnce(t *testing.T, scrape string, opens map[string]int, scope func(str
 // the file is opened twice, once by the watcher and once by the memory collector (CI saw it).
 // Every later scrape opens it once; the tests count from there.
 func waitOOMWatch(set *Set) {
-	switch c := set.collectors["oom"].(type) {
-	case *oomCollector:
-		<-c.syncs.start(context.Background())
-	case *oomV1Collector:
-		<-c.syncs.start(context.Background())
+	if c, ok := set.collectors["oom"].(*oomCollector); ok {
+		<-c.syncs.Start(context.Background())
 	}
 }
 
