@@ -5,11 +5,13 @@ package collector
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
@@ -32,12 +34,14 @@ type oomCollector struct {
 	env    *Env
 	w      *oomwatch.Watcher
 	syncs  *oomwatch.Syncer
+	walks  *source.Subscription // the cgroup source's walks, applied by syncs
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// newOOMCollector starts the watcher and feeds it the cgroup source's discoveries: each
-// scrape's, and between scrapes one whenever the memory hierarchy's directories changed.
+// newOOMCollector starts the watcher and feeds it what came and went in the cgroup source's
+// walks: each scrape's, and between scrapes its rediscovery schedule's (the watcher has no
+// schedule of its own).
 func newOOMCollector(env *Env) (Collector, error) {
 	cfg := oomwatch.Config{Layout: env.Cgroups.Layout(), Retention: env.Config.OOMRetention,
 		Descriptors: env.Descriptors, Logger: env.Logger}
@@ -51,17 +55,22 @@ func newOOMCollector(env *Env) (Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &oomCollector{env: env, w: w, done: make(chan struct{})}
-	c.syncs = &oomwatch.Syncer{
-		Sync: func(ctx context.Context) {
-			cgs, _ := env.Cgroups.Cgroups(ctx)
-			w.Sync(ctx, cgs)
-		},
-		Unchanged: oomwatch.DirsUnchanged(env.Cgroups.MemoryPaths),
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	go c.syncs.Run(ctx, c.done)
+	c := &oomCollector{env: env, w: w, cancel: cancel, done: make(chan struct{}), walks: env.Cgroups.Subscribe()}
+	var applied atomic.Uint64 // the generation of the last walk applied
+	c.syncs = &oomwatch.Syncer{
+		Sync: func() {
+			if d, ok := c.walks.Next(); ok {
+				w.WatchChanges(ctx, d.Added, d.Removed)
+				applied.Store(d.Next.Generation)
+			}
+		},
+		Behind: func() bool {
+			latest := env.Cgroups.Latest()
+			return latest != nil && latest.Generation > applied.Load() && ctx.Err() == nil
+		},
+	}
+	go c.syncs.Run(ctx, c.done, c.walks.C)
 	return c, nil
 }
 
@@ -70,6 +79,7 @@ func newOOMCollector(env *Env) (Collector, error) {
 func (c *oomCollector) Close() {
 	deadline := time.Now().Add(oomwatch.CloseWait)
 	c.cancel()
+	c.walks.Close()
 	c.w.Close()
 	select {
 	case <-c.done:
@@ -79,6 +89,9 @@ func (c *oomCollector) Close() {
 
 // Update exports the OOM kills of removed cgroups still within the retention.
 func (c *oomCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	// The scrape's walk (shared with the cpu and memory collectors) is published before
+	// Snapshot returns; Await applies it, so a new cgroup is watched before this scrape reports.
+	c.env.Cgroups.Snapshot(ctx)
 	if err := c.syncs.Await(ctx, cgroupReadBudget); err != nil {
 		newTally("oom", c.env.Errors).add("oom watcher sync", err)
 	}

@@ -19,7 +19,7 @@ import (
 func TestOOMSyncerBoundsTheScrape(t *testing.T) {
 	release := make(chan struct{})
 	var runs atomic.Int32
-	s := &oomwatch.Syncer{Sync: func(context.Context) {
+	s := &oomwatch.Syncer{Sync: func() {
 		runs.Add(1)
 		<-release
 	}}

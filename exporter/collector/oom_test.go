@@ -309,31 +309,56 @@ func TestOOMRetainedKillNamedAgain(t *testing.T) {
 	}
 }
 
-// Between scrapes the OOM watcher looks for new and removed memory cgroups with a directory
-// walk alone, and runs its full sync (discovery, which reads every cgroup.procs) only when
-// the set changed (and once more after a change): unchanged is true on an unchanged tree,
-// false after a mkdir or an rmdir, and the syncs after a mkdir watch the new cgroup (the v2 hosts; v1 registration needs a
-// real cgroup.event_control: TestOOMKillOfRemovedV1Container).
+// Between scrapes the OOM watcher is fed by the cgroup source's one rediscovery schedule: a
+// directory listing each check, and a full walk (discovery, which reads every cgroup.procs)
+// only when the set changed, and once more after a change. With no scrape: the first walk is
+// applied, an unchanged tree is not walked again, a mkdir is walked twice (limits and PIDs
+// come after the mkdir) and the new cgroup is watched, and an rmdir is walked and the cgroup
+// retired (the v2 hosts; v1 registration needs a real cgroup.event_control:
+// TestOOMKillOfRemovedV1Container).
 func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 	for _, h := range allHosts() {
 		if h.mode != vmHost.mode { // v2 only
 			continue // the v1 watcher needs real cgroup.event_control (TestOOMKillOfRemovedV1Container)
 		}
 		t.Run(h.name, func(t *testing.T) {
-			cfg, env, c := oomOnHost(t, h)
-			s := c.syncs
-			// A check of the test's own: the loop's runs in the loop's goroutine only.
-			s = &oomwatch.Syncer{Sync: s.Sync, Unchanged: oomwatch.DirsUnchanged(env.Cgroups.MemoryPaths)}
-			if s.Unchanged(context.Background()) {
-				t.Fatal("the first check must ask for a sync")
+			cfg := installHost(t, h)
+			env, err := NewEnv(cfg, discardLogger())
+			if err != nil {
+				t.Fatal(err)
 			}
-			<-s.Start(context.Background())
-			if s.Unchanged(context.Background()) {
-				t.Fatal("the check after a change must ask for one more sync (limits and PIDs come after the mkdir)")
+			env.Cgroups.MaxAge = 0
+			const check = 20 * time.Millisecond
+			env.Cgroups.SetCheckEvery(check)
+			oc, err := newOOMCollector(env)
+			if err != nil {
+				t.Fatal(err)
 			}
-			<-s.Start(context.Background())
-			if !s.Unchanged(context.Background()) {
-				t.Fatal("unchanged tree reported as changed")
+			c := oc.(*oomCollector)
+			t.Cleanup(c.Close)
+			generation := func() uint64 {
+				if snap := env.Cgroups.Latest(); snap != nil {
+					return snap.Generation
+				}
+				return 0
+			}
+			// settled waits until no walk is published for 25 checks, and returns the generation.
+			settled := func(what string) uint64 {
+				t.Helper()
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+					gen := generation()
+					time.Sleep(25 * check)
+					if gen > 0 && generation() == gen {
+						return gen
+					}
+				}
+				t.Fatalf("%s: the schedule kept walking an unchanged tree (generation %d)", what, generation())
+				return 0
+			}
+			waitUntil(t, func() bool { watched, _ := c.w.Counts(); return watched > 0 }) // the first walk, applied without a scrape
+			gen := settled("at start")
+			if gen < 2 {
+				t.Errorf("generation %d after the first check: the check after a change must walk once more (limits and PIDs come after the mkdir)", gen)
 			}
 			root := filepath.Join(cfg.SysPath, "fs", "cgroup")
 			fresh := filepath.Join(root, "kubepods.slice", "new-test.scope")
@@ -347,24 +372,21 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if s.Unchanged(context.Background()) {
-				t.Error("a new cgroup went unnoticed")
-			}
-			<-s.Start(context.Background())
-			s.Unchanged(context.Background()) // the settling sync
-			<-s.Start(context.Background())
-			if !s.Unchanged(context.Background()) {
-				t.Error("still changed after the syncs")
-			}
-			if !c.w.Watching("/kubepods.slice/new-test.scope") {
-				cgs, _ := env.Cgroups.Cgroups(context.Background())
-				t.Errorf("the sync after the change did not watch the new cgroup; discovery: %v", cgs)
+			waitUntil(t, func() bool { return c.w.Watching("/kubepods.slice/new-test.scope") })
+			if after := settled("after a mkdir"); after < gen+2 {
+				t.Errorf("a new cgroup was walked %d times, want 2 (the change and the settling walk)", after-gen)
+			} else {
+				gen = after
 			}
 			if err := os.RemoveAll(fresh); err != nil {
 				t.Fatal(err)
 			}
-			if s.Unchanged(context.Background()) {
-				t.Error("a removed cgroup went unnoticed")
+			waitUntil(t, func() bool { return generation() > gen })
+			waitUntil(t, func() bool { return !c.w.Watching("/kubepods.slice/new-test.scope") })
+			for _, cg := range env.Cgroups.Latest().Cgroups {
+				if cg.Path == "/kubepods.slice/new-test.scope" {
+					t.Error("a removed cgroup went unnoticed")
+				}
 			}
 		})
 	}

@@ -12,101 +12,69 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
-// Rediscover is how often Syncer.Run looks for new cgroups between scrapes.
-const Rediscover = 5 * time.Second
-
-// Syncer runs a watcher's sync (a discovery fed to Watcher.Sync) one at a time, for its
-// rediscovery loop and for scrapes. A sync reads memory.events (v2) or registers eventfds
-// (v1) of new cgroups outside the cpu and memory collectors' gate: a scrape waits for it
-// within its budget (Await), so a file blocked in the kernel leaves that scrape with the
-// counts it has, and later scrapes join the same run instead of starting more.
+// Syncer runs a watcher's sync (what the cgroup source published since the last run, fed
+// to Watcher.Watch) one at a time, for its loop (each published walk) and for scrapes. A
+// sync reads memory.events (v2) or registers eventfds (v1) of new cgroups outside the cpu
+// and memory collectors' gate: a scrape waits for it within its budget (Await), so a file
+// blocked in the kernel leaves that scrape with the counts it has, and later scrapes join
+// the same run instead of starting more. The syncer has no schedule of its own: the cgroup
+// source's walks (a scrape's, or its rediscovery schedule's) are what it applies.
 type Syncer struct {
-	Sync func(context.Context)
-	// Unchanged, if set, tells the rediscovery loop that no watched cgroup came or went.
-	Unchanged func(context.Context) bool
-	runs      singleflight.Group
+	// Sync applies what was published since its last run. It runs with a context of its
+	// own, not a scrape's: a delta it took is applied whole (what went is not listed again).
+	Sync func()
+	// Behind, if set, tells whether something was published that no sync has applied yet:
+	// Await runs syncs until it is not (a run it joined may have begun before the scrape's
+	// walk was published).
+	Behind func() bool
+	runs   singleflight.Group
 }
 
 // Start starts a sync, or joins the one running.
-func (s *Syncer) Start(ctx context.Context) <-chan singleflight.Result {
+func (s *Syncer) Start() <-chan singleflight.Result {
 	return s.runs.DoChan("sync", func() (any, error) {
-		s.Sync(ctx)
+		s.Sync()
 		return nil, nil
 	})
 }
 
-// Await starts or joins a sync and waits for it within budget, and at most half of what
-// is left of ctx; it returns procread.ErrTimeout when the sync did not end in time.
+// Await starts or joins syncs until nothing published is left unapplied, and waits for
+// them within budget, and at most half of what is left of ctx; it returns
+// procread.ErrTimeout when they did not end in time.
 func (s *Syncer) Await(ctx context.Context, budget time.Duration) error {
 	if dl, ok := ctx.Deadline(); ok {
 		budget = min(budget, max(time.Until(dl)/2, 10*time.Millisecond))
 	}
 	t := time.NewTimer(budget)
 	defer t.Stop()
-	select {
-	case <-s.Start(ctx):
-		return nil
-	case <-t.C:
-	case <-ctx.Done():
+	for {
+		select {
+		case <-s.Start():
+			if s.Behind == nil || !s.Behind() {
+				return nil
+			}
+			continue
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return fmt.Errorf("%w: the OOM watcher's sync of new cgroups is still running (a memory.events read or eventfd registration blocked in the kernel?); this scrape exports the counts it has", procread.ErrTimeout)
 	}
-	return fmt.Errorf("%w: the OOM watcher's sync of new cgroups is still running (a memory.events read or eventfd registration blocked in the kernel?); this scrape exports the counts it has", procread.ErrTimeout)
 }
 
-// Run syncs now and every Rediscover until ctx ends, then closes done. Between syncs it
-// first asks Unchanged (a directory walk, no file read) and skips the sync, whose full
-// discovery reads every cgroup.procs, while no memory cgroup came or went.
-func (s *Syncer) Run(ctx context.Context, done chan<- struct{}) {
+// Run syncs now and at each signal on published (the cgroup source's subscription: a walk
+// was published) until ctx ends, then closes done.
+func (s *Syncer) Run(ctx context.Context, done chan<- struct{}, published <-chan struct{}) {
 	defer close(done)
-	t := time.NewTicker(Rediscover)
-	defer t.Stop()
 	for {
-		if s.Unchanged == nil || !s.Unchanged(ctx) { // its first call always asks for a sync
-			select {
-			case <-s.Start(ctx):
-			case <-ctx.Done():
-				return
-			}
+		select {
+		case <-s.Start():
+		case <-ctx.Done():
+			return
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-published:
 		}
-	}
-}
-
-// DirsUnchanged returns the rediscovery loop's check over paths, a directory walk of the
-// memory hierarchy (ok false when incomplete): whether its directories are the same as at
-// the previous call. A call that finds a change (or the first one) records the new set
-// before the sync that follows it runs, so a cgroup created during that sync shows as a
-// change at the next call; and the call after a change asks for one more sync, because a
-// runtime writes a new cgroup's limits and PIDs after its mkdir, and discovery lists only
-// cgroups with either. Only the loop's goroutine calls it.
-func DirsUnchanged(paths func(context.Context) ([]string, bool)) func(context.Context) bool {
-	var prev map[string]bool
-	settling := false
-	return func(ctx context.Context) bool {
-		ps, ok := paths(ctx)
-		if !ok {
-			prev = nil
-			return false
-		}
-		same := prev != nil && len(ps) == len(prev)
-		for _, p := range ps {
-			same = same && prev[p]
-		}
-		if !same {
-			prev = make(map[string]bool, len(ps))
-			for _, p := range ps {
-				prev[p] = true
-			}
-			settling = true
-			return false
-		}
-		if settling {
-			settling = false
-			return false
-		}
-		return true
 	}
 }

@@ -187,6 +187,22 @@ func (w *Watcher) Watch(ctx context.Context, added []cgroupfs.Cgroup, removed []
 	}
 }
 
+// WatchChanges is Watch fed with what a discovery found came and went (a delta of the
+// cgroup source): the added cgroups that are in the memory hierarchy, the removed ones' paths.
+func (w *Watcher) WatchChanges(ctx context.Context, added, removed []cgroupfs.Cgroup) {
+	var in []cgroupfs.Cgroup
+	for _, cg := range added {
+		if cg.InMemory {
+			in = append(in, cg)
+		}
+	}
+	gone := make([]string, len(removed))
+	for i, cg := range removed {
+		gone[i] = cg.Path
+	}
+	w.Watch(ctx, in, gone)
+}
+
 // Sync is Watch fed with a full listing (a discovery): what came is what the listing has
 // and the watcher does not watch, what went the other way round.
 func (w *Watcher) Sync(ctx context.Context, cgs []cgroupfs.Cgroup) {
