@@ -74,8 +74,9 @@ func newOOMCollector(env *Env) (Collector, error) {
 	return c, nil
 }
 
-// Close stops the rediscovery loop and the watcher within oomwatch.CloseWait (a discovery
-// walk in progress holds no descriptor of the watcher's; it is not waited for longer).
+// Close stops the loop that applies the source's walks, and the watcher, within
+// oomwatch.CloseWait (a discovery walk in progress holds no descriptor of the watcher's; it
+// is not waited for longer).
 func (c *oomCollector) Close() {
 	deadline := time.Now().Add(oomwatch.CloseWait)
 	c.cancel()
