@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
@@ -33,7 +34,7 @@ type Config struct {
 	// directories name pods and containers; "" leaves the names out.
 	PodLogsPath string
 	// OOMRetention is how long the OOM kills of a removed cgroup are still exported;
-	// 0 means defaultOOMRetention.
+	// 0 means oomwatch.DefaultRetention.
 	OOMRetention time.Duration
 	// GoPauseMaxProbes caps the gopause collector's uprobes node-wide and
 	// GoPausePausesPerSecond each process's pauses through the shared ring buffer; 0 means
@@ -59,12 +60,16 @@ type Env struct {
 	// PodNames resolves Kubernetes names for the cgroup source and exports the resolver's
 	// own metrics; register it with the exporter's own registry.
 	PodNames *PodNames
+	// Descriptors is the budget of descriptors the throttle sampler (open cpu.stat files) and
+	// the v1 OOM watcher (eventfds) hold together.
+	Descriptors *fdbudget.Budget
 }
 
 // NewEnv finds the cgroup hierarchies and prepares the sources.
 func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	errs := NewErrorCounter(logger)
-	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath)}
+	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath),
+		Descriptors: fdbudget.FromRlimit()}
 	opts := source.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
 		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(source.DiscoveryErrors)}
 	if env.PodNames != nil {

@@ -298,7 +298,7 @@ func TestHostileTenants(t *testing.T) {
 
 	env := runtimeEnv(t)
 	_, set := collectorSet(t, env, scrapeCollectors)
-	waitOOMWatch(set)
+	waitOOMWatch(t, set)
 	errReg := prometheus.NewRegistry()
 	errReg.MustRegister(env.Errors)
 	log := startMountOpenLog(t, "/")

@@ -20,23 +20,20 @@ func TestOOMKillLostReadCountsFromThePod(t *testing.T) {
 	const pod = "/kubepods.slice/kubepods-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice"
 	guaranteed := pod + "/cri-containerd-" + hexB + ".scope"
 	scrapeText(t, env, map[string]Collector{"oom": c}) // watches every cgroup
-	c.mu.Lock()
-	watched := c.byPath[guaranteed] != nil
-	c.mu.Unlock()
-	if !watched {
+	if !c.w.Watching(guaranteed) {
 		t.Fatal("the container is not watched")
 	}
 	cgDir := func(p string) string { return filepath.Join(cfg.SysPath, "fs", "cgroup", p) }
 	events := "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n"
-	c.mu.Lock() // the watcher's event loop waits here, as if descheduled
+	release := c.w.Hold() // the watcher's event loop waits here, as if descheduled
 	for _, p := range []string{guaranteed, pod} {
 		if err := os.WriteFile(filepath.Join(cgDir(p), "memory.events"), []byte(events), 0o644); err != nil {
-			c.mu.Unlock()
+			release()
 			t.Fatal(err)
 		}
 	}
 	err := os.RemoveAll(cgDir(guaranteed))
-	c.mu.Unlock()
+	release()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +43,10 @@ func TestOOMKillLostReadCountsFromThePod(t *testing.T) {
 	// change, with no new kill in its pod: it keeps the 1 it had, no more.
 	const burstablePod = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b2c3f9a_1d2e_4f5a_8b9c_0d1e2f3a4b5c.slice"
 	other := burstablePod + "/cri-containerd-" + hexA + ".scope"
-	c.mu.Lock()
+	release = c.w.Hold()
 	_ = os.WriteFile(filepath.Join(cgDir(other), "memory.events"), []byte("low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\noom_group_kill 0\n"), 0o644)
 	err = os.RemoveAll(cgDir(other))
-	c.mu.Unlock()
+	release()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
@@ -18,14 +19,14 @@ import (
 func TestOOMSyncerBoundsTheScrape(t *testing.T) {
 	release := make(chan struct{})
 	var runs atomic.Int32
-	s := &oomSyncer{sync: func(context.Context) {
+	s := &oomwatch.Syncer{Sync: func() {
 		runs.Add(1)
 		<-release
 	}}
 	for i := range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 		begin := time.Now()
-		err := s.await(ctx)
+		err := s.Await(ctx, cgroupReadBudget)
 		cancel()
 		if !errors.Is(err, procread.ErrTimeout) {
 			t.Fatalf("scrape %d: err %v, want a timeout", i, err)
@@ -38,7 +39,7 @@ func TestOOMSyncerBoundsTheScrape(t *testing.T) {
 		t.Errorf("%d syncs started while one was blocked, want 1", n)
 	}
 	close(release)
-	if err := s.await(context.Background()); err != nil {
+	if err := s.Await(context.Background(), cgroupReadBudget); err != nil {
 		t.Errorf("after the blocked sync returned: %v", err)
 	}
 	if n := runs.Load(); n > 2 {

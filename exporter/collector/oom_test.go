@@ -19,6 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -134,12 +136,12 @@ func TestOOMKillOfRemovedV1Container(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oom, ok := oc.(*oomV1Collector)
-	testutil.Require(t, ok, "the memory hierarchy is not a v1 cgroup mount")
+	oom, ok := oc.(*oomCollector)
+	testutil.Require(t, ok && env.Cgroups.Layout().Memory.Version == 1, "the memory hierarchy is not a v1 cgroup mount")
 	defer func() {
 		start := time.Now()
 		oom.Close()
-		if d := time.Since(start); d > oomV1CloseWait+time.Second {
+		if d := time.Since(start); d > oomwatch.CloseWait+time.Second {
 			t.Errorf("Close took %v", d)
 		}
 	}()
@@ -241,16 +243,14 @@ func TestOOMv1DescriptorBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	env.Descriptors = fdbudget.New(2, 0) // the watcher's alone: no throttle sampler here
 	oc, err := newOOMCollector(env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	oom, ok := oc.(*oomV1Collector)
-	testutil.Require(t, ok, "the memory hierarchy is not a v1 cgroup mount")
+	oom, ok := oc.(*oomCollector)
+	testutil.Require(t, ok && env.Cgroups.Layout().Memory.Version == 1, "the memory hierarchy is not a v1 cgroup mount")
 	defer oom.Close()
-	oom.mu.Lock()
-	oom.budget = 2
-	oom.mu.Unlock()
 	for i := range 3 { // after the budget is set, so that every sync sees it
 		root.Child("c"+strconv.Itoa(i), testutil.CgroupOptions{MemoryLimit: 32 << 20})
 	}
@@ -284,15 +284,15 @@ func TestOOMRetainedKillNamedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newOOMRetained(cfg)
+	r := oomwatch.NewRetained(cfg.OOMRetention, env.PodNames.Name)
 	gone := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b2c3f9a_1d2e_4f5a_8b9c_0d1e2f3a4b5c.slice/cri-containerd-gone.scope"
-	r.keep(cgroupfs.Cgroup{
+	r.Keep(cgroupfs.Cgroup{
 		Path:     gone,
 		Identity: cgroupfs.Identity{PodUID: "6b2c3f9a-1d2e-4f5a-8b9c-0d1e2f3a4b5c", ContainerID: "containerd://" + hexA, QoSClass: "burstable"},
 		Names:    cgroupfs.KubeNames{Namespace: "shop", Pod: "checkout-7d9f8b6c5-x2kqp"}, // the pod's only
 	}, 1)
 	ch := make(chan prometheus.Metric, 10)
-	r.collect(context.Background(), env, ch)
+	exportGone(context.Background(), env, ch, r)
 	close(ch)
 	var got []string
 	for m := range ch {
@@ -309,31 +309,56 @@ func TestOOMRetainedKillNamedAgain(t *testing.T) {
 	}
 }
 
-// Between scrapes the OOM watcher looks for new and removed memory cgroups with a directory
-// walk alone, and runs its full sync (discovery, which reads every cgroup.procs) only when
-// the set changed (and once more after a change): unchanged is true on an unchanged tree,
-// false after a mkdir or an rmdir, and the syncs after a mkdir watch the new cgroup (the v2 hosts; v1 registration needs a
-// real cgroup.event_control: TestOOMKillOfRemovedV1Container).
+// Between scrapes the OOM watcher is fed by the cgroup source's one rediscovery schedule: a
+// directory listing each check, and a full walk (discovery, which reads every cgroup.procs)
+// only when the set changed, and once more after a change. With no scrape: the first walk is
+// applied, an unchanged tree is not walked again, a mkdir is walked twice (limits and PIDs
+// come after the mkdir) and the new cgroup is watched, and an rmdir is walked and the cgroup
+// retired (the v2 hosts; v1 registration needs a real cgroup.event_control:
+// TestOOMKillOfRemovedV1Container).
 func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 	for _, h := range allHosts() {
 		if h.mode != vmHost.mode { // v2 only
 			continue // the v1 watcher needs real cgroup.event_control (TestOOMKillOfRemovedV1Container)
 		}
 		t.Run(h.name, func(t *testing.T) {
-			cfg, env, c := oomOnHost(t, h)
-			s := c.syncs
-			// A check of the test's own: the loop's runs in the loop's goroutine only.
-			s = &oomSyncer{sync: s.sync, unchanged: memoryDirsUnchanged(env)}
-			if s.unchanged(context.Background()) {
-				t.Fatal("the first check must ask for a sync")
+			cfg := installHost(t, h)
+			env, err := NewEnv(cfg, discardLogger())
+			if err != nil {
+				t.Fatal(err)
 			}
-			<-s.start(context.Background())
-			if s.unchanged(context.Background()) {
-				t.Fatal("the check after a change must ask for one more sync (limits and PIDs come after the mkdir)")
+			env.Cgroups.MaxAge = 0
+			const check = 20 * time.Millisecond
+			env.Cgroups.SetCheckEvery(check)
+			oc, err := newOOMCollector(env)
+			if err != nil {
+				t.Fatal(err)
 			}
-			<-s.start(context.Background())
-			if !s.unchanged(context.Background()) {
-				t.Fatal("unchanged tree reported as changed")
+			c := oc.(*oomCollector)
+			t.Cleanup(c.Close)
+			generation := func() uint64 {
+				if snap := env.Cgroups.Latest(); snap != nil {
+					return snap.Generation
+				}
+				return 0
+			}
+			// settled waits until no walk is published for 25 checks, and returns the generation.
+			settled := func(what string) uint64 {
+				t.Helper()
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+					gen := generation()
+					time.Sleep(25 * check)
+					if gen > 0 && generation() == gen {
+						return gen
+					}
+				}
+				t.Fatalf("%s: the schedule kept walking an unchanged tree (generation %d)", what, generation())
+				return 0
+			}
+			waitUntil(t, func() bool { watched, _ := c.w.Counts(); return watched > 0 }) // the first walk, applied without a scrape
+			gen := settled("at start")
+			if gen < 2 {
+				t.Errorf("generation %d after the first check: the check after a change must walk once more (limits and PIDs come after the mkdir)", gen)
 			}
 			root := filepath.Join(cfg.SysPath, "fs", "cgroup")
 			fresh := filepath.Join(root, "kubepods.slice", "new-test.scope")
@@ -347,27 +372,21 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if s.unchanged(context.Background()) {
-				t.Error("a new cgroup went unnoticed")
-			}
-			<-s.start(context.Background())
-			s.unchanged(context.Background()) // the settling sync
-			<-s.start(context.Background())
-			if !s.unchanged(context.Background()) {
-				t.Error("still changed after the syncs")
-			}
-			c.mu.Lock()
-			watched := c.byPath["/kubepods.slice/new-test.scope"] != nil
-			c.mu.Unlock()
-			if !watched {
-				cgs, _ := env.Cgroups.Cgroups(context.Background())
-				t.Errorf("the sync after the change did not watch the new cgroup; discovery: %v", cgs)
+			waitUntil(t, func() bool { return c.w.Watching("/kubepods.slice/new-test.scope") })
+			if after := settled("after a mkdir"); after < gen+2 {
+				t.Errorf("a new cgroup was walked %d times, want 2 (the change and the settling walk)", after-gen)
+			} else {
+				gen = after
 			}
 			if err := os.RemoveAll(fresh); err != nil {
 				t.Fatal(err)
 			}
-			if s.unchanged(context.Background()) {
-				t.Error("a removed cgroup went unnoticed")
+			waitUntil(t, func() bool { return generation() > gen })
+			waitUntil(t, func() bool { return !c.w.Watching("/kubepods.slice/new-test.scope") })
+			for _, cg := range env.Cgroups.Latest().Cgroups {
+				if cg.Path == "/kubepods.slice/new-test.scope" {
+					t.Error("a removed cgroup went unnoticed")
+				}
 			}
 		})
 	}

@@ -154,17 +154,18 @@ func checkOnce(t *testing.T, scrape string, opens map[string]int, scope func(str
 	return checked
 }
 
-// waitOOMWatch waits for the OOM watcher's first sync. When it starts watching a cgroup it
+// waitOOMWatch waits until the OOM watcher applied the cgroup source's first walk. When it starts watching a cgroup it
 // reads that cgroup's memory.events (v2; its parent's too) or registers its memory.oom_control
 // (v1) once, in the background or in the scrape that first sees the cgroup: in that one scrape
 // the file is opened twice, once by the watcher and once by the memory collector (CI saw it).
 // Every later scrape opens it once; the tests count from there.
-func waitOOMWatch(set *Set) {
-	switch c := set.collectors["oom"].(type) {
-	case *oomCollector:
-		<-c.syncs.start(context.Background())
-	case *oomV1Collector:
-		<-c.syncs.start(context.Background())
+func waitOOMWatch(t testing.TB, set *Set) {
+	t.Helper()
+	if c, ok := set.collectors["oom"].(*oomCollector); ok {
+		c.env.Cgroups.Snapshot(context.Background())
+		if err := c.syncs.Await(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -196,7 +197,7 @@ func TestOpensPerScrapeFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg, set := collectorSet(t, env, scrapeCollectors)
-	waitOOMWatch(set)
+	waitOOMWatch(t, set)
 	log := startOpenLog(t, allDirs(t, root))
 	inScope := func(p string) bool { return strings.HasPrefix(p, root+"/proc/") || strings.HasPrefix(p, root+"/sys/") }
 	for _, scrape := range []string{"first scrape", "second scrape"} {
@@ -230,7 +231,7 @@ func TestOpensPerScrapeRealJVM(t *testing.T) {
 	pid := cmd.Process.Pid
 	env := runtimeEnv(t)
 	reg, set := collectorSet(t, env, scrapeCollectors)
-	waitOOMWatch(set)
+	waitOOMWatch(t, set)
 	// Wait for the JVM's perf data, so the scrapes take the same path as in production.
 	deadline := time.Now().Add(60 * time.Second)
 	for {

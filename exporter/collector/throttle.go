@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
@@ -69,9 +70,9 @@ type throttleCollector struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	gate   *procread.Gate
-	// fdBudget is how many cpu.stat files the sampler keeps open (pread each window saves
-	// an open and close); beyond it, it opens, reads and closes each window.
-	fdBudget int
+	// fds is the budget of the cpu.stat files the sampler keeps open (pread each window saves
+	// an open and close), shared with the OOM watcher; beyond it, it opens, reads and closes each window.
+	fds *fdbudget.Budget
 
 	// discoveries tells the loop about each walk the cgroup source published (a scrape's or
 	// its schedule's); nil for a sampler whose loop is not started (tests drive it).
@@ -179,18 +180,7 @@ func newThrottleSampler(env *Env, window time.Duration) *throttleCollector {
 	done := make(chan struct{})
 	close(done)
 	return &throttleCollector{env: env, window: window, cancel: func() {}, done: done, gate: cgroupGate(env, "throttle"),
-		fdBudget: descriptorBudget(), series: map[string]*throttleSeries{}}
-}
-
-// descriptorBudget leaves the larger of a quarter of RLIMIT_NOFILE and 512 descriptors to
-// discovery, scrapes and HTTP connections.
-func descriptorBudget() int {
-	var l syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		return 0
-	}
-	limit := int(min(l.Cur, 1<<30))
-	return max(0, limit-max(limit/4, 512))
+		fds: env.Descriptors, series: map[string]*throttleSeries{}}
 }
 
 // closeWait bounds how long Close waits for the sampler's loop; the loop never waits on a
@@ -220,6 +210,7 @@ func (c *throttleCollector) release(s *throttleSeries) {
 	if s.fd >= 0 && !s.abandoned {
 		syscall.Close(s.fd)
 		c.open--
+		c.fds.Release(1)
 	}
 	s.fd = -1
 }
@@ -313,7 +304,7 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 	if removed {
 		c.relink()
 	}
-	room := c.fdBudget - c.open
+	room := c.fds.TakeSpare(len(fresh))
 	c.mu.Unlock()
 
 	// Open outside mu: an open of a FIFO planted in the tree must not stall scrapes
@@ -329,6 +320,7 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 	}
 	c.mu.Lock()
 	c.open += opened
+	c.fds.Release(room - opened)
 	for _, s := range fresh {
 		c.series[s.cg.Path] = s
 	}

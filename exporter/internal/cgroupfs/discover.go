@@ -170,23 +170,6 @@ func (l *Layout) DiscoverQuotas(ctx context.Context, opts WalkOptions) ([]Cgroup
 	return out, errs
 }
 
-// MemoryPaths lists the cgroup paths of the memory hierarchy that opts.Keep keeps, root
-// excluded, by getdents alone (no file read): what a watcher of memory cgroups needs to know
-// whether any came or went, at a fraction of Discover's cost.
-func (l *Layout) MemoryPaths(ctx context.Context, opts WalkOptions) ([]string, []WalkError) {
-	h := l.Memory
-	if h == nil {
-		return nil, nil
-	}
-	var out []string
-	errs := walkKept(ctx, h, opts, func(_, p string) {
-		if p != "/" {
-			out = append(out, p)
-		}
-	})
-	return out, errs
-}
-
 // Paths lists the cgroup paths of the cpu and memory hierarchies (one walk when they are
 // the same, v2) that opts.Keep keeps, root excluded, by getdents alone: what the cgroup
 // source checks between walks to know whether any came or went. Sorted, without duplicates.

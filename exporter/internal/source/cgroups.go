@@ -165,14 +165,6 @@ func (s *Cgroups) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.Wa
 	return snap.Cgroups, snap.Errs
 }
 
-// MemoryPaths lists the watched memory cgroups' paths (root excluded) by a directory walk
-// with no file reads: the OOM watcher's check for new or removed cgroups between scrapes.
-// ok is false when the walk was incomplete (an error or ctx ended).
-func (s *Cgroups) MemoryPaths(ctx context.Context) (paths []string, ok bool) {
-	paths, errs := s.layout.MemoryPaths(ctx, s.opts)
-	return paths, len(errs) == 0 && ctx.Err() == nil
-}
-
 // walk is one discovery shared by the callers that arrive while it runs.
 type walk struct {
 	done chan struct{}

@@ -23,6 +23,13 @@ const (
 	refreshTimeout = 30 * time.Second
 )
 
+// SetCheckEvery changes CheckEvery for this source (tests); call it before Subscribe.
+func (s *Cgroups) SetCheckEvery(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkEvery = d
+}
+
 // startSchedule runs the schedule until stopSchedule; s.mu held.
 func (s *Cgroups) startSchedule() {
 	ctx, cancel := context.WithCancel(context.Background())

@@ -46,7 +46,9 @@ func (s *Cgroups) Latest() *Snapshot { return s.latest.Load() }
 // Delta is what came and went between two snapshots a subscriber saw.
 type Delta struct {
 	Prev, Next *Snapshot // Prev is nil for the subscriber's first delta
-	// Added are Next's cgroups not in Prev; Removed are Prev's not in Next (by path).
+	// Added are Next's cgroups not in Prev, and those that Prev had in fewer hierarchies (a
+	// v1 runtime makes a container's cpu and memory directories one after the other);
+	// Removed are Prev's not in Next (by path).
 	Added, Removed []cgroupfs.Cgroup
 }
 
@@ -117,16 +119,16 @@ func (sub *Subscription) Next() (d Delta, ok bool) {
 
 // diff lists the cgroups of next not in prev, and of prev not in next, by path.
 func diff(prev, next *Snapshot) (added, removed []cgroupfs.Cgroup) {
-	old := map[string]bool{}
+	old := map[string]cgroupfs.Cgroup{}
 	if prev != nil {
 		for _, cg := range prev.Cgroups {
-			old[cg.Path] = true
+			old[cg.Path] = cg
 		}
 	}
 	now := make(map[string]bool, len(next.Cgroups))
 	for _, cg := range next.Cgroups {
 		now[cg.Path] = true
-		if !old[cg.Path] {
+		if was, ok := old[cg.Path]; !ok || cg.InCPU && !was.InCPU || cg.InMemory && !was.InMemory {
 			added = append(added, cg)
 		}
 	}

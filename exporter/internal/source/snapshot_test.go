@@ -163,3 +163,19 @@ func paths(cgs []cgroupfs.Cgroup) []string {
 	}
 	return out
 }
+
+// A v1 runtime makes a container's cpu and memory directories one after the other: a walk
+// between the two sees the cgroup in cpu only, and the next walk's delta adds it again for
+// the consumers of the memory hierarchy (the OOM watcher).
+func TestDeltaAddsCgroupThatReachedAnotherHierarchy(t *testing.T) {
+	const p = "/kubepods/pod1/c1"
+	prev := &Snapshot{Cgroups: []cgroupfs.Cgroup{{Path: p, InCPU: true}, {Path: "/stays", InCPU: true, InMemory: true}}}
+	next := &Snapshot{Cgroups: []cgroupfs.Cgroup{{Path: p, InCPU: true, InMemory: true}, {Path: "/stays", InCPU: true, InMemory: true}}}
+	added, removed := diff(prev, next)
+	if len(added) != 1 || added[0].Path != p || !added[0].InMemory || len(removed) != 0 {
+		t.Errorf("added %v, removed %v; want %s added in memory, nothing removed", paths(added), paths(removed), p)
+	}
+	if added, removed := diff(next, prev); len(added) != 0 || len(removed) != 0 {
+		t.Errorf("a cgroup that left a hierarchy but stays: added %v, removed %v; want neither", paths(added), paths(removed))
+	}
+}
