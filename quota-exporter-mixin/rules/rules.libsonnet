@@ -269,10 +269,6 @@ local utils = import '../lib/utils.libsonnet';
             ||| % { sel: sel },
           },
           {
-            record: 'process:quota_jvm_jit_compilation_seconds:rate5m',
-            expr: 'rate(quota_jvm_jit_compilation_seconds_total{%(sel)s}[5m])' % { sel: sel },
-          },
-          {
             // Share of the process's RSS resident in glibc arena heaps (non-main arenas).
             record: 'process:quota_process_malloc_heap_resident_bytes:ratio',
             expr: |||
