@@ -18,12 +18,15 @@ type Figures struct {
 	Alerts             int
 	LongestExprLines   int
 	LongestExprAlert   string
-	MedianDescription  int // characters of the description template
+	MedianDescription  int // characters of the description template (quota-alerts.yaml)
 	LongestDescription int
 	LongestDescAlert   string
-	SubQueries         int            // `query` calls in annotations, all alerts
-	SubQueriesByAlert  map[string]int // per rule (an alert name with two severities sums both)
-	RenderedLines      int            // lines of alerts/*.yaml
+	// The same for the texts the promtool tests expect (quota-exporter-mixin/tests/alerts_test.yaml):
+	// what a receiver reads.
+	MedianRendered, LongestRendered int
+	SubQueries                      int            // `query` calls in annotations, all alerts
+	SubQueriesByAlert               map[string]int // per rule (an alert name with two severities sums both)
+	RenderedLines                   int            // lines of alerts/*.yaml
 }
 
 type ruleFile struct {
@@ -36,8 +39,8 @@ type ruleFile struct {
 	} `json:"groups"`
 }
 
-// Measure reads root/alerts/quota-alerts.yaml (expressions, descriptions, sub-queries) and
-// counts the lines of every root/alerts/*.yaml.
+// Measure reads root/alerts/quota-alerts.yaml (expressions, descriptions, sub-queries), counts
+// the lines of every root/alerts/*.yaml and reads the descriptions the promtool tests expect.
 func Measure(root string) (Figures, error) {
 	f := Figures{SubQueriesByAlert: map[string]int{}}
 	files, err := filepath.Glob(filepath.Join(root, "alerts", "*.yaml"))
@@ -81,21 +84,54 @@ func Measure(root string) (Figures, error) {
 			}
 		}
 	}
-	sort.Ints(lengths)
-	if n := len(lengths); n > 0 {
-		f.MedianDescription = lengths[n/2]
-		if n%2 == 0 {
-			f.MedianDescription = (lengths[n/2-1] + lengths[n/2]) / 2
+	f.MedianDescription, f.LongestDescription = medianMax(lengths)
+	if b, err := os.ReadFile(filepath.Join(root, "quota-exporter-mixin", "tests", "alerts_test.yaml")); err == nil {
+		var tf testFile
+		if err := yaml.Unmarshal(b, &tf); err != nil {
+			return f, err
 		}
+		var rendered []int
+		for _, tc := range tf.Tests {
+			for _, a := range tc.AlertRuleTest {
+				for _, e := range a.ExpAlerts {
+					rendered = append(rendered, len([]rune(e.ExpAnnotations["description"])))
+				}
+			}
+		}
+		f.MedianRendered, f.LongestRendered = medianMax(rendered)
 	}
 	return f, nil
+}
+
+type testFile struct {
+	Tests []struct {
+		AlertRuleTest []struct {
+			ExpAlerts []struct {
+				ExpAnnotations map[string]string `json:"exp_annotations"`
+			} `json:"exp_alerts"`
+		} `json:"alert_rule_test"`
+	} `json:"tests"`
+}
+
+func medianMax(v []int) (median, longest int) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	sort.Ints(v)
+	n := len(v)
+	median = v[n/2]
+	if n%2 == 0 {
+		median = (v[n/2-1] + v[n/2]) / 2
+	}
+	return median, v[n-1]
 }
 
 // String is the report's table.
 func (f Figures) String() string {
 	return fmt.Sprintf("alert rules: %d\nlongest alert expression: %d lines (%s)\n"+
 		"description length: median %d, longest %d characters (%s)\n"+
+		"descriptions as the promtool tests expect them rendered: median %d, longest %d characters\n"+
 		"template sub-queries in annotations: %d\nrendered lines of alerts/*.yaml: %d\n",
 		f.Alerts, f.LongestExprLines, f.LongestExprAlert, f.MedianDescription, f.LongestDescription,
-		f.LongestDescAlert, f.SubQueries, f.RenderedLines)
+		f.LongestDescAlert, f.MedianRendered, f.LongestRendered, f.SubQueries, f.RenderedLines)
 }
