@@ -4,7 +4,9 @@
 package figures
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,12 +56,8 @@ func Measure(root string) (Figures, error) {
 		}
 		f.RenderedLines += strings.Count(string(b), "\n")
 	}
-	b, err := os.ReadFile(filepath.Join(root, "alerts", "quota-alerts.yaml"))
-	if err != nil {
-		return f, err
-	}
 	var rf ruleFile
-	if err := yaml.Unmarshal(b, &rf); err != nil {
+	if err := readYAML(filepath.Join(root, "alerts", "quota-alerts.yaml"), &rf); err != nil {
 		return f, err
 	}
 	var lengths []int
@@ -85,11 +83,11 @@ func Measure(root string) (Figures, error) {
 		}
 	}
 	f.MedianDescription, f.LongestDescription = medianMax(lengths)
-	if b, err := os.ReadFile(filepath.Join(root, "quota-exporter-mixin", "tests", "alerts_test.yaml")); err == nil {
-		var tf testFile
-		if err := yaml.Unmarshal(b, &tf); err != nil {
-			return f, err
-		}
+	// Older trees without the test file have no rendered figures.
+	var tf testFile
+	if err := readYAML(filepath.Join(root, "quota-exporter-mixin", "tests", "alerts_test.yaml"), &tf); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return f, err
+	} else if err == nil {
 		var rendered []int
 		for _, tc := range tf.Tests {
 			for _, a := range tc.AlertRuleTest {
@@ -101,6 +99,14 @@ func Measure(root string) (Figures, error) {
 		f.MedianRendered, f.LongestRendered = medianMax(rendered)
 	}
 	return f, nil
+}
+
+func readYAML(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return yaml.Unmarshal(b, v)
 }
 
 type testFile struct {
