@@ -70,8 +70,11 @@ local utils = import '../lib/utils.libsonnet';
     local where = '{{ with $labels.container }}container {{ . }} of {{ end }}{{ with $labels.pod }}pod {{ $labels.namespace }}/{{ . }}'
                   + '{{ else }}cgroup {{ $labels.cgroup }}{{ end }} on {{ $labels.instance }}',
 
-    // A cgroup at its limit (a batch job) is CPU-bound, not frozen by bursts.
-    local cpuBound(m) = 'cgroup:quota_cpu_usage_over_limit:ratio_rate5m{%s} >= %g' % [m, c.cpuBoundUsageRatio],
+    // CPU-bound at its limit (a batch job, a saturated worker): it uses its limit and is throttled
+    // in nearly every period, not frozen by bursts. Value: the share of the limit used.
+    local cpuBound(m) =
+      'cgroup:quota_cpu_usage_over_limit:ratio_rate5m{%s} >= %g\n  and %s cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m >= %g'
+      % [m, c.cpuBoundUsageRatio, on, c.cpuBoundThrottledPeriodsRatio],
     // Throttling that another alert explains: a runtime's parallelism or a JVM's warm-up.
     local unexplained = 'unless %s cgroup:quota_cpu_throttling_explained:info' % on,
     // A runtime's parallelism is to blame when its cgroup (or the one whose limit binds) is throttled.
@@ -125,15 +128,12 @@ local utils = import '../lib/utils.libsonnet';
           alert(
             'QuotaCPUStalls',
             c.severities.stalls,
-            // A service that freezes in bursts while its average use stays below the limit. The
-            // CPU-bound exemption covers cgroups outside Kubernetes only, as the rules before issue
-            // 24 did in effect (their usage ratio had lost pod_uid): a Kubernetes container at its
-            // limit that freezes pages (promtool row 3), a decision left open (docs/runbooks.md).
+            // A service that freezes in bursts, not a cgroup CPU-bound at its limit.
             scoped(function(m) |||
               cgroup:quota_cpu_frozen_windows:increase10m{%(m)s} >= %(frozen)g
-                unless %(on)s %(bound)s
+                unless %(on)s (%(bound)s)
                 %(unexplained)s
-            ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, bound: cpuBound('pod_uid="", ' + node), unexplained: unexplained }),
+            ||| % { m: m, frozen: c.frozenSecondsPer10m, on: on, bound: std.strReplace(cpuBound(m), '\n', '\n  '), unexplained: unexplained }),
             c.stallsFor,
             'A cgroup is frozen by CPU throttling for seconds at a time.',
             where + ' was frozen by its CPU limit in {{ $value | printf "%.0f" }} one-second windows of the last 10 minutes, '
@@ -142,7 +142,8 @@ local utils = import '../lib/utils.libsonnet';
           alert(
             'QuotaCPUAtLimit',
             c.severities.cpuAtLimit,
-            // CPU-bound by design (a batch job) or saturated: not a page by default.
+            // CPU-bound by design (a batch job) or saturated: not a page by default; none for the
+            // workloads batchWorkloadSelector picks.
             scoped(function(m) cpuBound(m) + '\n'
                                + (if c.batchWorkloadSelector != '' then
                                     '  unless %s cgroup:quota_cpu_limit_cores:effective{%s}\n' % [on, c.batchWorkloadSelector]
