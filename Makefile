@@ -141,10 +141,12 @@ test-mixin:
 	@# description queries run at every step): its groups in two halves and the other files run side by side.
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	  $(TOOLS) jsonnet -S -m $$tmp quota-exporter-mixin/tests/ksm.jsonnet >/dev/null && cp quota-exporter-mixin/tests/ksm_test.yaml $$tmp/ && \
+	  mkdir $$tmp/batch && $(TOOLS) jsonnet -S -m $$tmp/batch quota-exporter-mixin/tests/batch.jsonnet >/dev/null && \
+	  cp quota-exporter-mixin/tests/batch_test.yaml $$tmp/batch/ && \
 	  t=quota-exporter-mixin/tests; \
 	  $(TOOLS) promtool test rules --run '^r' $$t/alerts_test.yaml >$$tmp/rows.log 2>&1 & rows=$$!; \
 	  $(TOOLS) promtool test rules --run '^[^r]' $$t/alerts_test.yaml >$$tmp/cases.log 2>&1 & cases=$$!; \
-	  $(TOOLS) promtool test rules $$t/exporter_missing_test.yaml $$tmp/ksm_test.yaml >$$tmp/other.log 2>&1 & other=$$!; \
+	  $(TOOLS) promtool test rules $$t/exporter_missing_test.yaml $$tmp/ksm_test.yaml $$tmp/batch/batch_test.yaml >$$tmp/other.log 2>&1 & other=$$!; \
 	  rc=0; for p in $$rows $$cases $$other; do wait $$p || rc=1; done; \
 	  for f in rows cases other; do echo "== promtool test rules ($$f)"; cat $$tmp/$$f.log; done; exit $$rc
 	cd test && $(GO) test -count=1 ./mixin/ ./precision/

@@ -57,6 +57,10 @@
     // limit by design (a batch job, a saturated worker): QuotaCPUAtLimit, never QuotaCPUStalls,
     // whose freezes are those of a service with low average usage.
     cpuBoundUsageRatio: 0.9,
+    // ... and throttled in at least this share of its periods (the binding level's 5-minute share):
+    // a service that uses 97% of its limit and freezes in some seconds (60% of periods throttled)
+    // is a service that stalls, not a batch job (promtool row 3).
+    cpuBoundThrottledPeriodsRatio: 0.9,
     // Workloads that are CPU-bound by design and should not be told so (QuotaCPUAtLimit), e.g.
     // 'namespace=~"batch|etl"' or 'container=~".*-job"' (labels of the exporter's cgroup series).
     // '' (default): none; every cgroup at its limit gets QuotaCPUAtLimit (info).

@@ -9,13 +9,6 @@
   // ['job', 'instance'] -> 'job, instance'
   labels(ls):: std.join(', ', ls),
 
-  // A Go-template query in an alert description that prints the first value of a
-  // PromQL query built from the alert's labels, e.g.
-  //   templateValue('quota_cpu_limit_cores{%s}', sel, 'printf "%.1f"')
-  // where sel is a matcher string built by labelMatchers. Prints "?" when the query is empty.
-  templateValue(fmt, matchers, format)::
-    '{{ with printf `%s` %s | query }}{{ . | first | value | %s }}{{ else }}?{{ end }}' % [fmt, matchers, format],
-
   // printf arguments that rebuild the alert's own label matchers in a template:
   // (fmtPart, args) = ('job=%q,instance=%q', '$labels.job $labels.instance').
   labelMatchers(ls):: {

@@ -10,46 +10,31 @@ local utils = import '../lib/utils.libsonnet';
     local on = 'on(%s)' % join,
     local cgLabels = utils.labels(c.cgroupLabels),
 
-    // The value of rule for the cgroup whose limit binds each cgroup (limit_cgroup of the
-    // effective-limit series, issue 10), keyed by the cgroup itself; where no effective-limit
-    // series exists (v1, older exporters) the cgroup's own value. On v2 before Linux 6.6 a
-    // container without a limit of its own is throttled through its pod's cpu.stat only.
-    local binding(rule) = |||
-      max without (child_cgroup, limit_cgroup) (
-        label_replace(
-          label_replace(
-            label_replace(quota_cpu_effective_limit_cores{%(sel)s}, "child_cgroup", "$1", "cgroup", "(.*)"),
-            "cgroup", "$1", "limit_cgroup", "(.*)"
-          ) * 0
-          + %(on)s group_left()
-          %(rule)s,
-          "cgroup", "$1", "child_cgroup", "(.*)"
-        )
-      )
-      or
-      %(rule)s
-    ||| % { sel: sel, on: on, rule: rule },
-
-    // A container with a limit of its own inside a pod with one too (the kubelet sets both; for a
-    // single-container pod they are equal): each level's counters count only its own throttling,
-    // and the kernel throttles both levels in the same periods (measured on this host, issue 25:
-    // container +5/s, pod +3-5/s of 10 periods for a service throttled in half of them). A sum
-    // counts one stall twice; the container's value is the larger of its own share and its pod's
-    // (the union's honest lower bound with per-level counters, see docs/cgroups.md).
-    local withPod(rule) =
-      local ctr = '(%(rule)s{container_id!=""} and on(%(join)s) quota_cpu_limit_cores{%(sel)s, container_id!=""})'
-                  % { rule: rule, join: join, sel: sel };
-      local pod = '%s{container_id="", pod_uid!=""}' % rule;
-      local podOn = 'on(%s)' % utils.labels(c.podJoinLabels);
+    // rule at the level whose limit binds, per cgroup: the larger of its own value, that of the
+    // cgroup whose limit binds it (limit_cgroup of the effective-limit series, issue 10: on v2
+    // before Linux 6.6 a container without a limit of its own is throttled through its pod's
+    // cpu.stat only) and, for a container with a limit of its own, its pod's. The kubelet sets a
+    // single-container pod's limit equal to its container's, and the kernel throttles both levels
+    // in the same periods (measured, issue 25: container +5/s, pod +3-5/s of 10): a sum would
+    // count one stall twice, the larger is the union's honest lower bound (docs/cgroups.md).
+    local binding(rule) =
+      local byLimit(m) = 'label_replace(%s{%s}, "limit_cgroup", "$1", "cgroup", "(.*)")' % [rule, m];
       |||
-        (
-          %(ctr)s >= %(podOn)s group_left() %(pod)s
-          or on(%(join)s)
-          %(ctr)s * 0 + %(podOn)s group_left() %(pod)s
+        max without (limit_cgroup) (
+          %(rule)s
+          or
+          quota_cpu_effective_limit_cores{%(sel)s} * 0 + on(%(limitOn)s) group_left() %(limit)s
+          or
+          %(rule)s{container_id!=""} * 0 + on(%(podOn)s) group_left(limit_cgroup) %(pod)s
         )
-        or
-        %(rule)s
-      ||| % { ctr: ctr, pod: pod, podOn: podOn, join: join, rule: rule },
+      ||| % {
+        rule: rule,
+        sel: sel,
+        limitOn: utils.labels(c.clusterLabels + ['job', 'instance', 'limit_cgroup']),
+        limit: byLimit(''),
+        podOn: utils.labels(c.podJoinLabels),
+        pod: byLimit('container_id="", pod_uid!=""'),
+      },
 
     // The limit that binds a cgroup: the effective limit where exported, else its own.
     local effective(own, eff) = |||
@@ -121,15 +106,9 @@ local utils = import '../lib/utils.libsonnet';
             expr: effective('quota_memory_limit_bytes', 'quota_memory_effective_limit_bytes'),
           },
           {
-            // The larger of a cgroup's own throttling and its pod's where both have a limit (withPod): what
-            // the per-level alerts (warm-up, stalls, system CPU) judge a container on.
-            record: 'cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m',
-            expr: withPod('cgroup:quota_cpu_throttled_periods:ratio_rate5m'),
-          },
-          {
-            // Throttling of the cgroup whose limit binds (the same cgroup unless an ancestor's binds).
+            // The throttled share every alert judges a cgroup on: at the level whose limit binds.
             record: 'cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m',
-            expr: binding('cgroup:quota_cpu_throttled_periods_with_pod:ratio_rate5m'),
+            expr: binding('cgroup:quota_cpu_throttled_periods:ratio_rate5m'),
           },
           {
             record: 'cgroup:quota_cpu_binding_frozen_windows:increase10m',
@@ -146,10 +125,11 @@ local utils = import '../lib/utils.libsonnet';
           {
             // The share of its CPU limit a cgroup uses: at cpuBoundUsageRatio or above it is
             // CPU-bound at its limit (QuotaCPUAtLimit), below it its freezes are bursts (QuotaCPUStalls).
+            // group_left keeps the cgroup's labels (pod_uid, container_id, names), which alerts name.
             record: 'cgroup:quota_cpu_usage_over_limit:ratio_rate5m',
             expr: |||
               cgroup:quota_cpu_usage_seconds:rate5m
-                / %(on)s
+                / %(on)s group_left()
               cgroup:quota_cpu_limit_cores:effective
             ||| % { on: on },
           },
@@ -207,6 +187,56 @@ local utils = import '../lib/utils.libsonnet';
               cgroup:quota_cpu_limit_cores:effective
             ||| % { sel: sel, on: on },
           },
+          {
+            // Heavily throttled while the process using most of the cgroup's CPU is young, for
+            // runtimes that warm up (JIT, class loading: warmupRuntimes): in most periods over 5
+            // minutes, or frozen in bursts (a JVM warming up under a small limit freezes for
+            // seconds while its 5-minute share stays below half). The value: the throttled share.
+            record: 'cgroup:quota_cpu_warmup_throttled_periods:ratio_rate5m',
+            expr: |||
+              (
+                cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m > %(ratio)g
+                or
+                cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m
+                  and %(on)s cgroup:quota_cpu_frozen_windows:increase10m >= %(frozen)g
+              )
+              and %(on)s
+              time() - cgroup:quota_process_start_time_seconds:top_cpu{runtime=~"%(rt)s"} < %(warmup)d
+            ||| % {
+              ratio: c.warmupThrottledPeriodsRatio,
+              frozen: c.frozenSecondsPer10m,
+              on: on,
+              rt: c.warmupRuntimes,
+              warmup: utils.seconds(c.warmupWindow),
+            },
+          },
+          {
+            // Cgroups whose throttling has an alert of its own, which QuotaCPUStalls and
+            // QuotaCPUAtLimit leave to it (one problem, one alert): a runtime's parallelism (Go
+            // GOMAXPROCS, JVM parallel GC threads) or a JVM's warm-up.
+            record: 'cgroup:quota_cpu_throttling_cause:info',
+            expr: |||
+              group by (%(by)s, pod_uid, container_id) (
+                quota_go_gomaxprocs{%(sel)s} > 2 and process:quota_go_gomaxprocs_over_cpu_limit:ratio > %(go)g
+                or
+                quota_jvm_gc_parallel_threads{%(sel)s} > 1 and process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio > %(gc)g
+                or
+                cgroup:quota_cpu_warmup_throttled_periods:ratio_rate5m
+              )
+            ||| % { by: join, sel: sel, go: c.goMaxProcsPerLimitCore, gc: c.gcThreadsPerLimitCore },
+          },
+          {
+            // The same for a pod slice when one of its containers has it (a container's cgroup
+            // is a child of its pod slice's).
+            record: 'cgroup:quota_cpu_throttling_explained:info',
+            expr: |||
+              group by (%(by)s) (cgroup:quota_cpu_throttling_cause:info)
+              or
+              group by (%(by)s) (
+                label_replace(cgroup:quota_cpu_throttling_cause:info{container_id!="", pod_uid!=""}, "cgroup", "$1", "cgroup", "(.+)/[^/]+")
+              )
+            ||| % { by: join },
+          },
           // Go stop-the-world pause tail and median (gopause collector), GC and other pauses together.
           {
             record: 'process:quota_go_stw_pause_seconds:p99_10m',
@@ -237,10 +267,6 @@ local utils = import '../lib/utils.libsonnet';
                 /
               (rate(quota_jvm_safepoints_total{%(sel)s}[5m]) > 0)
             ||| % { sel: sel },
-          },
-          {
-            record: 'process:quota_jvm_jit_compilation_seconds:rate5m',
-            expr: 'rate(quota_jvm_jit_compilation_seconds_total{%(sel)s}[5m])' % { sel: sel },
           },
           {
             // Share of the process's RSS resident in glibc arena heaps (non-main arenas).
@@ -293,6 +319,30 @@ local utils = import '../lib/utils.libsonnet';
             // whether anything but a filling heap grows.
             record: 'cgroup:quota_memory_working_set_bytes:minus_jvm_heap_deriv' + c.memoryCreepLookback,
             expr: 'deriv(cgroup:quota_memory_working_set_bytes:minus_jvm_heap[%(lb)s])' % { lb: c.memoryCreepLookback },
+          },
+          {
+            // A cgroup whose JVM heaps may still grow to their max with the rest under 95% of the
+            // limit, and whose memory outside the heaps does not creep into that room within the
+            // horizon: its working set grows because a heap fills up to -Xmx (MaxRAMPercentage),
+            // by design, which QuotaMemoryCreep leaves alone.
+            record: 'cgroup:quota_memory_heap_fill_fits:info',
+            expr: |||
+              (
+                cgroup:quota_jvm_heap_max_bytes:sum + %(on)s cgroup:quota_memory_working_set_bytes:minus_jvm_heap
+                  < %(on)s (0.95 * cgroup:quota_memory_limit_bytes:effective)
+              )
+              unless %(on)s
+              (
+                (
+                  cgroup:quota_memory_limit_bytes:effective
+                    - %(on)s cgroup:quota_jvm_heap_max_bytes:sum
+                    - %(on)s cgroup:quota_memory_working_set_bytes:minus_jvm_heap
+                )
+                  / %(on)s
+                (cgroup:quota_memory_working_set_bytes:minus_jvm_heap_deriv%(lb)s > 0)
+                < %(horizon)d
+              )
+            ||| % { on: on, lb: c.memoryCreepLookback, horizon: utils.seconds(c.memoryCreepHorizon) },
           },
         ],
       },

@@ -67,9 +67,8 @@ func expectations() []expectation {
 			quotaCores: cores("jvm-gc-storm", 1),
 			desc: func(limit string) []*regexp.Regexp {
 				return []*regexp.Regexp{
-					lit("18 GC threads against a " + limit + "-core CPU limit"),
-					lit("JVM GcStorm sees 24 CPUs"),
-					regexp.MustCompile(`throttled in [0-9.]+% of periods`),
+					lit("18 parallel GC threads against a " + limit + "-core CPU limit in JVM GcStorm of "),
+					lit(", which is throttled"),
 				}
 			},
 		},
@@ -79,8 +78,7 @@ func expectations() []expectation {
 			desc: func(limit string) []*regexp.Regexp {
 				return []*regexp.Regexp{
 					regexp.MustCompile(`was throttled in [0-9.]+% of its CFS periods`),
-					regexp.MustCompile(`Warmup \(jvm, started [^)]+ ago\)`),
-					lit("CPU limit " + limit + " cores"),
+					regexp.MustCompile(`its main process Warmup \(jvm, started [^)]+ ago\) warmed up`),
 				}
 			},
 		},
@@ -89,7 +87,7 @@ func expectations() []expectation {
 			quotaCores: 0.5,
 			desc: func(limit string) []*regexp.Regexp {
 				return []*regexp.Regexp{
-					lit("GOMAXPROCS=16 against a " + limit + "-core CPU limit"),
+					regexp.MustCompile(`^GOMAXPROCS=16 in Go program go-gomaxprocs of .* against a ` + regexp.QuoteMeta(limit) + `-core CPU limit`),
 					lit("is not container-aware"),
 				}
 			},
@@ -102,8 +100,8 @@ func expectations() []expectation {
 			quotaCores: 0.5,
 			desc: func(limit string) []*regexp.Regexp {
 				return []*regexp.Regexp{
-					regexp.MustCompile(`^p99 Go stop-the-world pause ` + duration + ` over 10 minutes in container go-gomaxprocs `),
-					regexp.MustCompile(`\(median ` + duration + `\), with GOMAXPROCS 16 against a ` + regexp.QuoteMeta(limit) + `-core CPU limit`),
+					regexp.MustCompile(`^The p99 Go stop-the-world pause in container go-gomaxprocs .* was ` + duration + ` over 10 minutes`),
+					regexp.MustCompile(`with GOMAXPROCS at [0-9.e+]+ times its CPU limit`),
 				}
 			},
 		},
@@ -112,8 +110,7 @@ func expectations() []expectation {
 			quotaCores: 1,
 			desc: func(limit string) []*regexp.Regexp {
 				return []*regexp.Regexp{regexp.MustCompile(
-					`^\d+ glibc malloc arenas \(limit \d+, by default 8 per host CPU\) against a ` + regexp.QuoteMeta(limit) +
-						`-core CPU limit|^The working set of cgroup `)}
+					`^\d+ glibc malloc arenas in rss_creep of .* hold [0-9.]+% of its RSS|^The working set of cgroup `)}
 			},
 		},
 		{
@@ -132,7 +129,7 @@ func expectations() []expectation {
 			desc: func(limit string) []*regexp.Regexp {
 				return []*regexp.Regexp{
 					regexp.MustCompile(`^System \(kernel\) time is [0-9.]+% of the CPU time`),
-					lit("cores used of a " + limit + "-core limit"),
+					regexp.MustCompile(`which is throttled in [0-9.]+% of its CFS periods`),
 				}
 			},
 		},
