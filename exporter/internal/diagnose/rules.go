@@ -91,7 +91,7 @@ func Diagnose(ws []Workload) []Finding {
 				out = append(out, f)
 				if f.Rule != RuleMallocArenas {
 					cpuCause = true
-					explained[w.limitKey()] = true
+					explained[w.bindingCgroup()] = true
 				}
 			}
 		}
@@ -103,7 +103,7 @@ func Diagnose(ws []Workload) []Finding {
 	for _, owner := range []bool{true, false} {
 		for i := range ws {
 			w := &ws[i]
-			k := w.limitKey()
+			k := w.bindingCgroup()
 			if reported[k] || (owner && k != w.Cgroup) {
 				continue
 			}
@@ -120,8 +120,8 @@ func Diagnose(ws []Workload) []Finding {
 	return out
 }
 
-// limitKey is the cgroup whose limit binds the workload (itself when it has none).
-func (w *Workload) limitKey() string {
+// bindingCgroup is the cgroup whose limit binds the workload (itself when it has none).
+func (w *Workload) bindingCgroup() string {
 	if w.LimitCgroup != "" {
 		return w.LimitCgroup
 	}
