@@ -24,7 +24,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the committed host trees and golden exposition files")
 
 // volatile metrics change from run to run; the golden files leave them out.
-var volatile = regexp.MustCompile(`^quota_exporter_(scrape_collector_duration_seconds|throttle_sampler_seconds_total)$`)
+// quota_exporter_host_pid_namespace is the test's own PID namespace, not the host tree's.
+var volatile = regexp.MustCompile(`^quota_exporter_(scrape_collector_duration_seconds|throttle_sampler_seconds_total|host_pid_namespace)$`)
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -42,14 +43,47 @@ func installHost(t testing.TB, h host) Config {
 	if err := fixture.Install(src, dst); err != nil {
 		t.Fatal(err)
 	}
-	return Config{ProcPath: filepath.Join(dst, "proc"), SysPath: filepath.Join(dst, "sys"), ThrottleWindow: time.Second}
+	cfg := Config{ProcPath: filepath.Join(dst, "proc"), SysPath: filepath.Join(dst, "sys"), ThrottleWindow: time.Second}
+	if h.kubelet != nil {
+		cfg.PodLogsPath = filepath.Join(dst, "var", "log")
+		writeKubeletLogs(t, cfg.PodLogsPath, h.kubelet)
+	}
+	return cfg
+}
+
+// writeKubeletLogs lays out the kubelet's log directories under podLogs as the kubelet
+// writes them: pods/<namespace>_<pod>_<uid>/<container>/0.log, and a containers/ link
+// <pod>_<namespace>_<container>-<id>.log (cut at 251 characters before ".log", as
+// kuberuntime's logSymlink cuts it) to the host path of that file.
+func writeKubeletLogs(t testing.TB, podLogs string, cs []kubeletLog) {
+	t.Helper()
+	for _, c := range cs {
+		podDir := c.namespace + "_" + c.pod + "_" + c.uid
+		dir := filepath.Join(podLogs, "pods", podDir, c.container)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "0.log"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(podLogs, "containers"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		link := c.pod + "_" + c.namespace + "_" + c.container + "-" + c.id
+		if len(link) > 251 {
+			link = link[:251]
+		}
+		if err := os.Symlink("/var/log/pods/"+podDir+"/"+c.container+"/0.log", filepath.Join(podLogs, "containers", link+".log")); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // scrapeText runs collectors and renders the exposition without volatile metrics.
 func scrapeText(t testing.TB, env *Env, cs map[string]Collector) string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister((&Set{env: env, collectors: cs}).Bind(context.Background()), env.Errors)
+	reg.MustRegister((&Set{env: env, collectors: cs}).Bind(context.Background()), env.Errors, env.Discovery)
 	return testutil.Exposition(t, reg, volatile)
 }
 
