@@ -46,37 +46,9 @@ func installHost(t testing.TB, h host) Config {
 	cfg := Config{ProcPath: filepath.Join(dst, "proc"), SysPath: filepath.Join(dst, "sys"), ThrottleWindow: time.Second}
 	if h.kubelet != nil {
 		cfg.PodLogsPath = filepath.Join(dst, "var", "log")
-		writeKubeletLogs(t, cfg.PodLogsPath, h.kubelet)
+		testutil.WriteKubeletLogs(t, cfg.PodLogsPath, h.kubelet...)
 	}
 	return cfg
-}
-
-// writeKubeletLogs lays out the kubelet's log directories under podLogs as the kubelet
-// writes them: pods/<namespace>_<pod>_<uid>/<container>/0.log, and a containers/ link
-// <pod>_<namespace>_<container>-<id>.log (cut at 251 characters before ".log", as
-// kuberuntime's logSymlink cuts it) to the host path of that file.
-func writeKubeletLogs(t testing.TB, podLogs string, cs []kubeletLog) {
-	t.Helper()
-	for _, c := range cs {
-		podDir := c.namespace + "_" + c.pod + "_" + c.uid
-		dir := filepath.Join(podLogs, "pods", podDir, c.container)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "0.log"), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(podLogs, "containers"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		link := c.pod + "_" + c.namespace + "_" + c.container + "-" + c.id
-		if len(link) > 251 {
-			link = link[:251]
-		}
-		if err := os.Symlink("/var/log/pods/"+podDir+"/"+c.container+"/0.log", filepath.Join(podLogs, "containers", link+".log")); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // scrapeText runs collectors and renders the exposition without volatile metrics.

@@ -1,6 +1,9 @@
 package collector
 
-import "github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+import (
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+)
 
 // Host layouts for the golden tests, after real hosts: the paths are what kubelet (systemd and
 // cgroupfs drivers), containerd, CRI-O, Docker and systemd create.
@@ -36,11 +39,8 @@ type host struct {
 	cgroups []fixture.Cgroup
 	// kubelet are the containers the kubelet's log directories name (installHost writes
 	// them and sets Config.PodLogsPath); nil: no names.
-	kubelet []kubeletLog
+	kubelet []testutil.KubeletContainer
 }
-
-// kubeletLog is one container as the kubelet's log directories name it.
-type kubeletLog struct{ namespace, pod, uid, container, id string }
 
 var hosts = []host{
 	{"v2-systemd-kubernetes", fixture.V2, []fixture.Cgroup{
@@ -98,9 +98,9 @@ var hosts = []host{
 		{Path: kindPodK2, QuotaUS: 100000, MemoryLimit: 256 * mib, Weight: 4, UserUS: 4e8, SystemUS: 5e7, MemUsage: 100 * mib, Anon: 90 * mib, File: 10 * mib},
 		{Path: kindPodK2 + "/cri-containerd-" + hexB + ".scope", PIDs: []int{3201}, QuotaUS: 100000, MemoryLimit: 256 * mib, Weight: 4,
 			Periods: 900, Throttled: 30, ThrottledUS: 3e6, UserUS: 4e8, SystemUS: 5e7, MemUsage: 100 * mib, Anon: 90 * mib, File: 10 * mib},
-	}, []kubeletLog{
-		{"shop", "web-7f9c4d8b6-q2x8z", kindUIDK1, "app", hexA},
-		{"kube-system", "etcd-kind-control-plane", kindUIDK2, "etcd", hexB},
+	}, []testutil.KubeletContainer{
+		{Namespace: "shop", Pod: "web-7f9c4d8b6-q2x8z", UID: kindUIDK1, Container: "app", ID: hexA},
+		{Namespace: "kube-system", Pod: "etcd-kind-control-plane", UID: kindUIDK2, Container: "etcd", ID: hexB},
 	}},
 	// CRI-O with crun on v2 (hand-made after crun's cgroup-systemd.c and cri-o's cgmgr): the
 	// container's processes and crun's copy of its limits in the scope's "container" subgroup,
@@ -121,9 +121,9 @@ var hosts = []host{
 		{Path: crioPodE, Weight: 1, UserUS: 2e7, SystemUS: 1e7, MemUsage: 41 * mib, Anon: 30 * mib, File: 11 * mib},
 		{Path: crioPodE + "/crio-" + hexE + ".scope", UserUS: 2e7, SystemUS: 1e7, MemUsage: 40 * mib, Anon: 30 * mib, File: 10 * mib},
 		{Path: crioPodE + "/crio-" + hexE + ".scope/container", PIDs: []int{4201}, UserUS: 2e7, SystemUS: 1e7, MemUsage: 40 * mib, Anon: 30 * mib, File: 10 * mib},
-	}, []kubeletLog{
-		{"shop", "cart-6d5f8c9b7-t4k2m", crioUIDC, "cart", hexA},
-		{"batch", "report-28461730-x7c2p", crioUIDE, "report", hexE},
+	}, []testutil.KubeletContainer{
+		{Namespace: "shop", Pod: "cart-6d5f8c9b7-t4k2m", UID: crioUIDC, Container: "cart", ID: hexA},
+		{Namespace: "batch", Pod: "report-28461730-x7c2p", UID: crioUIDE, Container: "report", ID: hexE},
 	}},
 	// A tenant in container A (pod A) makes cgroups inside its own container named after pod B
 	// and B's container: they are A's, never B's (hand-made: the cgroups a tenant with a
@@ -138,8 +138,8 @@ var hosts = []host{
 		{Path: nestPodB, QuotaUS: 200000, MemoryLimit: gib, UserUS: 5e8, SystemUS: 5e7, MemUsage: 400 * mib, Anon: 300 * mib, File: 100 * mib},
 		{Path: nestPodB + "/cri-containerd-" + hexB + ".scope", PIDs: []int{5201}, QuotaUS: 200000, MemoryLimit: gib, Periods: 1000, Throttled: 10, ThrottledUS: 1e6,
 			UserUS: 5e8, SystemUS: 5e7, MemUsage: 400 * mib, Anon: 300 * mib, File: 100 * mib},
-	}, []kubeletLog{
-		{"tenant-a", "shell-0", nestUIDA, "shell", hexA},
-		{"tenant-b", "api-0", nestUIDB, "api", hexB},
+	}, []testutil.KubeletContainer{
+		{Namespace: "tenant-a", Pod: "shell-0", UID: nestUIDA, Container: "shell", ID: hexA},
+		{Namespace: "tenant-b", Pod: "api-0", UID: nestUIDB, Container: "api", ID: hexB},
 	}},
 }

@@ -61,13 +61,13 @@ func (n *nodeTree) at(rel string, opts testutil.CgroupOptions) *testutil.Cgroup 
 func (n *nodeTree) path(rel string) string { return tenantstr.Label(n.root.Path + "/" + rel) }
 
 // env is an Env watching only the tree, named by the kubelet's log directories of cs.
-func (n *nodeTree) env(cs []kubeletLog) *Env {
+func (n *nodeTree) env(cs []testutil.KubeletContainer) *Env {
 	n.t.Helper()
 	cfg := Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: time.Second,
 		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(n.root.Path) + "(/.*)?$")}
 	if cs != nil {
 		cfg.PodLogsPath = filepath.Join(n.t.TempDir(), "log")
-		writeKubeletLogs(n.t, cfg.PodLogsPath, cs)
+		testutil.WriteKubeletLogs(n.t, cfg.PodLogsPath, cs...)
 	}
 	env, err := NewEnv(cfg, discardLogger())
 	if err != nil {
@@ -155,28 +155,6 @@ func skipped(mfs map[string]*dto.MetricFamily, reason string) float64 {
 	return value(seriesForLabels(mfs, "quota_exporter_cgroups_skipped", "reason", reason))
 }
 
-// seriesForLabels is the series of a family with these label pairs.
-func seriesForLabels(mfs map[string]*dto.MetricFamily, name string, pairs ...string) *dto.Metric {
-	mf := mfs[name]
-	if mf == nil {
-		return nil
-	}
-next:
-	for _, m := range mf.Metric {
-		got := map[string]string{}
-		for _, lp := range m.Label {
-			got[lp.GetName()] = lp.GetValue()
-		}
-		for i := 0; i+1 < len(pairs); i += 2 {
-			if got[pairs[i]] != pairs[i+1] {
-				continue next
-			}
-		}
-		return m
-	}
-	return nil
-}
-
 const (
 	realIDA  = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"
 	realIDB  = "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2"
@@ -205,9 +183,9 @@ func TestRealNestedCgroupsAreTheirContainers(t *testing.T) {
 	pidImp := run(t, n.at(impersonate, testutil.CgroupOptions{QuotaUS: 10000}), sleep, "600")
 	pidBare := run(t, n.at(bare, testutil.CgroupOptions{}), sleep, "600")
 	pidB := run(t, ctrB, sleep, "600")
-	env := n.env([]kubeletLog{
-		{"tenant-a", "shell-0", realUIDA, "shell", realIDA},
-		{"tenant-b", "api-0", realUIDB, "api", realIDB},
+	env := n.env([]testutil.KubeletContainer{
+		{Namespace: "tenant-a", Pod: "shell-0", UID: realUIDA, Container: "shell", ID: realIDA},
+		{Namespace: "tenant-b", Pod: "api-0", UID: realUIDB, Container: "api", ID: realIDB},
 	})
 	mfs := scrapeLayout(t, env)
 
@@ -250,9 +228,9 @@ func TestRealKindLayout(t *testing.T) {
 	run(t, n.at(systemdPod+"/cri-containerd-"+realIDA+".scope", testutil.CgroupOptions{QuotaUS: 50000}), sleep, "600")
 	n.at(cgroupfsPod, testutil.CgroupOptions{QuotaUS: 50000})
 	run(t, n.at(cgroupfsPod+"/"+realIDB, testutil.CgroupOptions{QuotaUS: 50000}), sleep, "600")
-	env := n.env([]kubeletLog{
-		{"shop", "web-0", realUIDA, "web", realIDA},
-		{"kube-system", "etcd-kind-control-plane", realUIDB, "etcd", realIDB},
+	env := n.env([]testutil.KubeletContainer{
+		{Namespace: "shop", Pod: "web-0", UID: realUIDA, Container: "web", ID: realIDA},
+		{Namespace: "kube-system", Pod: "etcd-kind-control-plane", UID: realUIDB, Container: "etcd", ID: realIDB},
 	})
 	mfs := scrapeLayout(t, env)
 	for _, c := range []struct{ cgroup, uid, qos, pod, container string }{
@@ -280,7 +258,7 @@ func TestRealCrunSubgroupAndConmon(t *testing.T) {
 	n.at(scope, testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: 256 << 20})
 	pid := run(t, n.at(scope+"/container", testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: 256 << 20}), sleep, "600")
 	conmon := run(t, n.at(pod+"/crio-conmon-"+realIDA+".scope", testutil.CgroupOptions{}), sleeper(t, "conmon"), "600")
-	env := n.env([]kubeletLog{{"shop", "cart-0", realUIDA, "cart", realIDA}})
+	env := n.env([]testutil.KubeletContainer{{Namespace: "shop", Pod: "cart-0", UID: realUIDA, Container: "cart", ID: realIDA}})
 	mfs := scrapeLayout(t, env)
 
 	var limits []string
@@ -318,7 +296,7 @@ func TestRealSandboxIsPOD(t *testing.T) {
 	run(t, n.at(pod+"/"+realIDC, testutil.CgroupOptions{}), sleeper(t, "pause"), "600")
 	run(t, n.at(pod+"/"+realIDA, testutil.CgroupOptions{QuotaUS: 50000}), sleeper(t, "sleep"), "600")
 	run(t, n.at(pod+"/"+realIDB, testutil.CgroupOptions{}), sleeper(t, "starting"), "600")
-	env := n.env([]kubeletLog{{"shop", "web-0", realUIDA, "app", realIDA}})
+	env := n.env([]testutil.KubeletContainer{{Namespace: "shop", Pod: "web-0", UID: realUIDA, Container: "app", ID: realIDA}})
 	mfs := scrapeLayout(t, env)
 	for _, c := range []struct{ id, container string }{{realIDC, "POD"}, {realIDA, "app"}, {realIDB, ""}} {
 		m := seriesForLabels(mfs, "quota_memory_usage_bytes", "cgroup", n.path(pod+"/"+c.id), "namespace", "shop", "pod", "web-0", "container", c.container)
@@ -364,7 +342,7 @@ func TestRealLongPodName(t *testing.T) {
 	long := "batch-" + strings.Repeat("x", 194)
 	n.at(pod, testutil.CgroupOptions{QuotaUS: 50000})
 	run(t, n.at(pod+"/"+realIDA, testutil.CgroupOptions{QuotaUS: 50000}), sleeper(t, "sleep"), "600")
-	env := n.env([]kubeletLog{{"etl", long, realUIDA, "worker", realIDA}})
+	env := n.env([]testutil.KubeletContainer{{Namespace: "etl", Pod: long, UID: realUIDA, Container: "worker", ID: realIDA}})
 	mfs := scrapeLayout(t, env)
 	if m := seriesForLabels(mfs, "quota_cpu_limit_cores", "cgroup", n.path(pod+"/"+realIDA), "namespace", "etl", "pod", long, "container", "worker"); m == nil {
 		t.Errorf("the container of a long-named pod is not named: %v", seriesLabels(mfs, "quota_cpu_limit_cores"))

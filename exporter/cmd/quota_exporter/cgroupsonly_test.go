@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -77,21 +76,9 @@ func TestCgroupsOnlyWithoutHostPID(t *testing.T) {
 	}
 	// The kubelet's log directories: the two containers, never the sandbox.
 	logs := t.TempDir()
-	for _, c := range []struct{ ns, pod, uid, ctr, id string }{
-		{"batch", "report-0", uidBE, "report", idBE},
-		{"shop", "web-0", uidPod, "app", idApp},
-	} {
-		podDir := c.ns + "_" + c.pod + "_" + c.uid
-		if err := os.MkdirAll(filepath.Join(logs, "pods", podDir, c.ctr), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(logs, "containers"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink("/var/log/pods/"+podDir+"/"+c.ctr+"/0.log", filepath.Join(logs, "containers", c.pod+"_"+c.ns+"_"+c.ctr+"-"+c.id+".log")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.WriteKubeletLogs(t, logs,
+		testutil.KubeletContainer{Namespace: "batch", Pod: "report-0", UID: uidBE, Container: "report", ID: idBE},
+		testutil.KubeletContainer{Namespace: "shop", Pod: "web-0", UID: uidPod, Container: "app", ID: idApp})
 
 	bin := buildExporter(t)
 	addr := freeAddr(t)
