@@ -142,6 +142,7 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 		hasMemLimit            bool
 		id                     Identity
 		place                  Place
+		exported               bool
 	}
 	found := map[string]*state{}
 	for i := range dirs {
@@ -191,15 +192,14 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 	}
 	out := make([]Cgroup, 0, len(found))
 	for p, s := range found {
-		var selected bool
 		switch s.place.Kind {
 		case KindBelowContainer, KindConmon:
 		case KindPod, KindContainer, KindSandbox:
-			selected = true
+			s.exported = true
 		default:
-			selected = s.procs || (s.hasCPUMax && s.cpuMax.Limited()) || (s.hasMemLimit && s.memLimit > 0)
+			s.exported = s.procs || (s.hasCPUMax && s.cpuMax.Limited()) || (s.hasMemLimit && s.memLimit > 0)
 		}
-		if !selected {
+		if !s.exported {
 			continue
 		}
 		slices.Sort(s.pids)
@@ -212,10 +212,7 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	// Exported cgroups' limits are read again next walk: a resize shows within one scrape.
 	for i := range dirs {
-		s := found[dirs[i].path]
-		k := s.place.Kind
-		dirs[i].exported = k == KindPod || k == KindContainer || k == KindSandbox ||
-			(k == KindOther && (s.procs || (s.hasCPUMax && s.cpuMax.Limited()) || (s.hasMemLimit && s.memLimit > 0)))
+		dirs[i].exported = found[dirs[i].path].exported
 	}
 	opts.Cache.store(n, dirs, complete && ctx.Err() == nil)
 	return Discovery{Cgroups: out, Errs: errs, Skipped: skipped}
