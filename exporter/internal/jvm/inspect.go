@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,24 +401,29 @@ func readStartTicks(ctx context.Context, procfs string, pid int) (uint64, error)
 
 const maxCmdline = 256 << 10
 
+// maxArgs caps the arguments of a command line that are split apart: the JVM options and the
+// main class come first, and a hostile command line of 256 KiB of empty arguments would
+// otherwise cost a string header each (4 MiB).
+const maxArgs = 1024
+
 // flagsFromProc parses flags from the environment variables the JVM reads and the cmdline, in
 // HotSpot's order (JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS, command line, _JAVA_OPTIONS), when
 // there is no perf data. Unreadable environ (no ptrace access) is skipped.
 func flagsFromProc(ctx context.Context, procfs string, pid int) (Flags, string) {
 	f := NoFlags()
 	env, _ := procenv.Lookup(ctx, procfs, pid, "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
-	f.Apply(strings.Fields(env["JAVA_TOOL_OPTIONS"]))
-	f.Apply(strings.Fields(env["JDK_JAVA_OPTIONS"]))
+	f.Apply(strings.FieldsSeq(env["JAVA_TOOL_OPTIONS"]))
+	f.Apply(strings.FieldsSeq(env["JDK_JAVA_OPTIONS"]))
 	var main string
 	if b, err := procread.ReadFile(ctx, filepath.Join(procfs, strconv.Itoa(pid), "cmdline"), maxCmdline); err == nil {
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		argv := strings.SplitN(strings.TrimRight(string(b), "\x00"), "\x00", maxArgs)
 		if len(argv) > 1 {
 			var opts []string
 			opts, main = ParseCmdline(argv[1:])
-			f.Apply(opts)
+			f.Apply(slices.Values(opts))
 		}
 	}
-	f.Apply(strings.Fields(env["_JAVA_OPTIONS"]))
+	f.Apply(strings.FieldsSeq(env["_JAVA_OPTIONS"]))
 	return f, main
 }
 

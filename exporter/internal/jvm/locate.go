@@ -202,8 +202,10 @@ func hasPasswdEntry(ctx context.Context, procfs string, pid, uid int) (has, ok b
 func passwdHasUID(b []byte, uid int) bool {
 	want := strconv.Itoa(uid)
 	for line := range kernel.Lines(b) {
-		f := bytes.SplitN(line, []byte{':'}, 4)
-		if len(f) >= 3 && string(f[2]) == want {
+		_, rest, ok := bytes.Cut(line, []byte{':'})  // name
+		_, rest, ok2 := bytes.Cut(rest, []byte{':'}) // password
+		id, _, _ := bytes.Cut(rest, []byte{':'})
+		if ok && ok2 && string(id) == want {
 			return true
 		}
 	}
