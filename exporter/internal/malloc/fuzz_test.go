@@ -170,8 +170,7 @@ func FuzzScanMaps(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s *mapsSummary
 		var err error
-		r := bytes.NewReader(b)
-		testutil.AllocBound(t, maxScanAlloc, func() { s, err = scanMaps(r, 64) })
+		testutil.AllocBound(t, maxScanAlloc, func() { s, err = scanMaps(bytes.NewReader(b), 64) })
 		if err != nil {
 			t.Fatal(err)
 		}
