@@ -72,7 +72,7 @@ func FuzzParseRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s Stall
 		var err error
-		testutil.AllocBound(t, 1<<10, func() { s, err = ParseRecord(b) })
+		testutil.AllocBound(t, 16<<10, func() { s, err = ParseRecord(b) })
 		if err == nil && (s.Duration < 0 || s.End < s.Duration) {
 			t.Fatalf("accepted %+v", s)
 		}

@@ -151,7 +151,7 @@ func TestHierarchyPaths(t *testing.T) {
 // nothing. Mount info is the exporter's own (/proc/self/mountinfo), read once at start:
 // its parse keeps a Mount per line, so it is bounded for inputs up to maxFuzzMountInfo.
 const (
-	smallParseAlloc   = 4 << 10
+	smallParseAlloc   = 16 << 10
 	maxFuzzMountInfo  = 64 << 10
 	maxMountInfoAlloc = 8 * maxFuzzMountInfo
 )

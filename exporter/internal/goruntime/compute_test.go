@@ -170,7 +170,7 @@ func FuzzParseCPUList(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		var n int
 		var ok bool
-		testutil.AllocBound(t, 4<<10, func() { n, ok = ParseCPUList(s) })
+		testutil.AllocBound(t, 16<<10, func() { n, ok = ParseCPUList(s) })
 		if n < 0 || (!ok && n != 0) {
 			t.Fatalf("ParseCPUList(%q) = %d, %v", s, n, ok)
 		}
@@ -183,7 +183,7 @@ func FuzzCompute(f *testing.F) {
 	f.Add("devel go1.26-x", "a=b,,", "=", "+3", true, true, int64(1<<44), int64(1000), 0)
 	f.Fuzz(func(t *testing.T, ver, def, env, maxprocs string, set, amp bool, quota, period int64, aff int) {
 		var r Result
-		testutil.AllocBound(t, 4<<10, func() {
+		testutil.AllocBound(t, 16<<10, func() {
 			r = Compute(Inputs{GoVersion: ver, AutoMaxProcs: amp, DefaultGODEBUG: def, EnvGOMAXPROCS: maxprocs,
 				EnvGOMAXPROCSSet: set, EnvGODEBUG: env, CPU: CPUQuota{quota, period}, Affinity: aff})
 		})

@@ -13,7 +13,7 @@ import (
 // ParseCmdline keeps the JVM options it returns, of an argv the caller splits at most
 // maxArgs times.
 const (
-	smallParseAlloc = 4 << 10
+	smallParseAlloc = 16 << 10
 	maxCmdlineAlloc = maxArgs*16 + 4<<10
 )
 

@@ -35,7 +35,7 @@ func FuzzCountCPUList(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		var n int
 		var err error
-		testutil.AllocBound(t, 4<<10, func() { n, err = CountCPUList(s) })
+		testutil.AllocBound(t, 16<<10, func() { n, err = CountCPUList(s) })
 		if n < 0 || n > maxCPUs || (err != nil && n != 0) {
 			t.Fatalf("CountCPUList(%q) = %d, %v", s, n, err)
 		}

@@ -196,7 +196,7 @@ func FuzzParsePodDir(f *testing.F) {
 		var uid string
 		var p Pod
 		var ok bool
-		testutil.AllocBound(t, 4<<10, func() { uid, p, ok = ParsePodDir(s) })
+		testutil.AllocBound(t, 16<<10, func() { uid, p, ok = ParsePodDir(s) })
 		if ok && (NormalizeUID(uid) != uid || p.Namespace == "" || p.Name == "") {
 			t.Errorf("ParsePodDir(%q) = %q %+v", s, uid, p)
 		}
@@ -214,7 +214,7 @@ func FuzzParseContainerLog(f *testing.F) {
 		var id string
 		var c Container
 		var ok bool
-		testutil.AllocBound(t, 4<<10, func() { id, c, ok = ParseContainerLog(s) })
+		testutil.AllocBound(t, 16<<10, func() { id, c, ok = ParseContainerLog(s) })
 		if ok && (NormalizeContainerID(id) != id || c.Namespace == "" || c.Pod == "" || c.Name == "") {
 			t.Errorf("ParseContainerLog(%q) = %q %+v", s, id, c)
 		}

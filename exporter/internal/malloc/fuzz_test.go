@@ -26,7 +26,7 @@ var mapsSeed = []string{
 // ParseSmapsRss, which keep an entry per line of a whole file, are checked on inputs of up
 // to maxFuzzWhole bytes. The rest parse a few words or numbers.
 const (
-	smallParseAlloc = 4 << 10
+	smallParseAlloc = 16 << 10
 	maxFuzzWhole    = maxLine
 	maxWholeAlloc   = 64 * maxFuzzWhole
 	maxScanAlloc    = 64 << 10

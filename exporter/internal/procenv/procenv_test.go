@@ -16,7 +16,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("=\x00==\x00GOMAXPROCS\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got map[string]string
-		testutil.AllocBound(t, 2*MaxValue+4<<10, func() { got = Parse(b, "GOMAXPROCS", "GODEBUG") })
+		testutil.AllocBound(t, 2*MaxValue+16<<10, func() { got = Parse(b, "GOMAXPROCS", "GODEBUG") })
 		for k, v := range got {
 			if (k != "GOMAXPROCS" && k != "GODEBUG") || !bytes.Contains(b, []byte(k+"="+v)) {
 				t.Fatalf("%q=%q from %q", k, v, b)

@@ -24,7 +24,7 @@ func FuzzParse(f *testing.F) {
 			return // the read's cap: status is kernel text, a line converted to a string at most
 		}
 		var st Status
-		testutil.AllocBound(t, MaxSize+4<<10, func() { st = Parse(b, pid) })
+		testutil.AllocBound(t, MaxSize+16<<10, func() { st = Parse(b, pid) })
 		if st.Affinity < 0 {
 			t.Fatalf("negative affinity %d", st.Affinity)
 		}
