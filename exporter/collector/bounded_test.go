@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -102,7 +103,7 @@ func TestCraftedTenantFilesBounded(t *testing.T) {
 	waitExecs(t, cg, procs)
 
 	base := heapLive()
-	env := runtimeEnv(t)
+	env := cgroupEnv(t, cg)
 	_, set := collectorSet(t, env, scrapeCollectors)
 	waitOOMWatch(t, set)
 	pr := startProbe()
@@ -165,6 +166,17 @@ func TestCraftedTenantFilesBounded(t *testing.T) {
 	}
 }
 
+// cgroupEnv is runtimeEnv watching cg alone: what it keeps is the tenants', not the host's.
+func cgroupEnv(t *testing.T, cg *testutil.Cgroup) *Env {
+	t.Helper()
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: time.Second, ProcessMinResident: 64 << 20,
+		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
 // joinCgroup moves pid into every v1 controller of cg.
 func joinCgroup(t *testing.T, cg *testutil.Cgroup, pid int) {
 	t.Helper()
@@ -215,7 +227,7 @@ func TestJVMWithoutPerfDataRemembered(t *testing.T) {
 	log := newOpenLog(t, func(fd int) error {
 		return unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_OPEN|unix.FAN_ONDIR, unix.AT_FDCWD, j.Dir)
 	})
-	env := runtimeEnv(t)
+	env := cgroupEnv(t, cg)
 	_, set := collectorSet(t, env, []string{"process", "jvm"})
 	scrape := func() (map[string]int, float64) {
 		t.Helper()
