@@ -192,8 +192,7 @@ func parseHeader(b []byte) (Header, binary.ByteOrder, error) {
 
 // walk collects the entries wanted accepts (nil: all), up to their cap. Any inconsistency
 // ends the walk instead of failing the parse: the writer appends entries and bumps the count
-// before or after filling them in. Nothing is allocated by what the file claims: the kept
-// entries grow as they are found.
+// before or after filling them in. What the file claims sizes nothing beyond the cap.
 func walk(b []byte, h Header, order binary.ByteOrder, wanted Wanted) (l *layout, truncated, capped bool) {
 	limit := len(b)
 	if h.Used >= headerSize && int64(h.Used) < int64(limit) {
@@ -203,7 +202,9 @@ func walk(b []byte, h Header, order binary.ByteOrder, wanted Wanted) (l *layout,
 	if wanted != nil {
 		keep = MaxWantedEntries
 	}
-	l = &layout{index: map[string]int{}, wanted: wanted}
+	// Sized for what the file claims, at most the cap: each entry takes at least a header.
+	n := int(min(int64(h.NumEntries), int64(limit/entryHeaderSize), int64(keep)))
+	l = &layout{entries: make([]Entry, 0, n), index: make(map[string]int, n), wanted: wanted}
 	off := int64(h.EntryOffset)
 	l.end = int(min(off, int64(limit)))
 	for i := uint32(0); i < h.NumEntries; i++ {
