@@ -243,6 +243,9 @@ func (b *Build) readModules(f *elfscan.File, addr, n uint64) error {
 				if chunk, err = w.Bytes(pos, maxLine+1); err != nil {
 					return err
 				}
+				if len(chunk) == 0 {
+					return nil // the file ends before the segment says
+				}
 				if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
 					pos += uint64(i) + 1
 					break

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"testing"
+	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
@@ -177,4 +178,45 @@ func FuzzReadGoBuildInfo(f *testing.F) {
 			}
 		}
 	})
+}
+
+// shrinking is a file cut at cut once its module text's end was looked at (a tenant's file
+// on a network or FUSE mount can change between two reads).
+type shrinking struct {
+	b   []byte
+	cut int
+	cot bool
+}
+
+func (s *shrinking) ReadAt(p []byte, off int64) (int, error) {
+	b := s.b
+	if s.cot {
+		b = b[:s.cut]
+	}
+	if len(p) == 1 {
+		s.cot = true // the sentinel's newline: the last read before the lines
+	}
+	return bytes.NewReader(b).ReadAt(p, off)
+}
+
+// A file that ends inside a long line of its module text while it is read is read as far as
+// it goes.
+func TestReadGoBuildInfoShrinkingFile(t *testing.T) {
+	b := testutil.CraftedELF{GoVersion: "go1.26.8", ModInfo: testutil.CraftedModuleText(256 << 10)}.Bytes()
+	cut := bytes.Index(b, []byte("dep\t")) - 100 // inside the long mod line
+	done := make(chan struct{})
+	var got Build
+	var err error
+	go func() {
+		defer close(done)
+		got, err = ReadBuild(&shrinking{b: b, cut: cut})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read of a shrinking file does not end")
+	}
+	if err != nil || got.AutoMaxProcs {
+		t.Errorf("shrinking: %+v, %v", got, err)
+	}
 }

@@ -83,8 +83,10 @@ func exeAllocator(ctx context.Context, exe string, cache *execache.Cache[string]
 			return "", err
 		}
 		id, known := execache.IDOf(f)
-		if a, ok := cache.Get(id); ok && known {
-			return a, nil
+		if known {
+			if a, ok := cache.Get(id); ok {
+				return a, nil
+			}
 		}
 		a, err := dynamicAllocator(ctx, f)
 		if err != nil {
