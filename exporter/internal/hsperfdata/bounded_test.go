@@ -39,7 +39,8 @@ func TestParseWantedKeepsWantedOnly(t *testing.T) {
 	one := func(name []byte) bool { return string(name) == "sun.rt.createVmBeginTime" }
 	var s *Snapshot
 	kept := testutil.Retained(func() any { s, _ = ParseWanted(b, one); return s.WithoutData() })
-	if _, ok := s.Int("sun.rt.createVmBeginTime"); !ok || s.Len() != 1 || kept > 4<<10 {
+	// (A few KiB of the live heap's measure are the runtime's own: the bound leaves room.)
+	if _, ok := s.Int("sun.rt.createVmBeginTime"); !ok || s.Len() != 1 || kept > 16<<10 {
 		t.Errorf("%d entries kept, %d bytes; want the start time alone", s.Len(), kept)
 	}
 	all := func([]byte) bool { return true }
