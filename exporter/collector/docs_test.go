@@ -78,7 +78,7 @@ also escapes them for the terminal and for Markdown.
 **Series budget per container cgroup** (default flags; a container with a CPU quota and a memory limit):
 **20** on cgroup v1, **24** on cgroup v2 (its 4 PSI series). cpu: limit, usage (user, system), periods, throttled
 periods, throttled seconds, weight (7; plus 2 PSI on v2); memory: limit, usage, working set, RSS, cache, OOM kills
-(6; plus 2 PSI on v2); effective CPU and memory limit (2); the per-second throttled-ratio histogram with buckets
+(6; plus 2 PSI on v2); binding CPU and memory limit (2); the per-second throttled-ratio histogram with buckets
 le="0.5", le="0.9" and +Inf, _sum and _count (5). Series that would only repeat a default are absent: the period when it
 is 0.1 s, the three burst series without a burst allowance, the cpuset size when it is every CPU of the host (a
 container's own cpuset adds 1, a burst allowance 3). ` + "`--throttle.full-histograms`" + ` exports every bucket of the ratio

@@ -54,7 +54,7 @@ type Env struct {
 	Errors    *ErrorCounter
 	Cgroups   *source.Cgroups
 	Processes *source.Processes
-	// Stuck owns the quarantine gates (procread.Gate) of the sources and collectors and
+	// Stuck owns the stuck-read gates (procread.Gate) of the sources and collectors and
 	// exports their stuck reads; register it with the exporter's own registry.
 	Stuck *StuckReads
 	// PodNames resolves Kubernetes names for the cgroup source and exports the resolver's

@@ -69,7 +69,7 @@ func TestGoldenScrape(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := scrapeCgroups(t, env, "effective")
+			got := scrapeCgroups(t, env, "binding")
 			golden := filepath.Join("testdata", h.name+".golden.prom")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {

@@ -54,9 +54,9 @@ type KubeNames struct {
 type WalkOptions struct {
 	Keep        func(path string) bool // path filter (include/exclude); nil keeps all
 	BareRuntime string                 // runtime of bare 64-hex container dirs (see ParseIdentity)
-	// Gate quarantines cgroup directories whose files did not answer within ProbeBudget
+	// Gate holds the cgroup directories whose files did not answer within ProbeBudget
 	// (default DefaultProbeBudget): at most one outstanding read per directory, and a stuck
-	// one is skipped (ErrStuck) until its read returns. nil: no quarantine.
+	// one is skipped (ErrStuck) until its read returns. nil: nothing is skipped.
 	Gate        *procread.Gate
 	ProbeBudget time.Duration
 	// Cache, when set, keeps quotas and limits between walks (see ProbeCache). nil: every
@@ -355,8 +355,8 @@ func (d dirProbe) read() (dirProbe, error) {
 }
 
 // probeAll reads the directories with one worker per CPU the exporter may use, each
-// directory within a budget (procread.Map): a directory whose files block is abandoned,
-// quarantined through opts.Gate, and returned as an error; the others are read.
+// directory within a budget (procread.Map): a directory whose files block is given up,
+// skipped through opts.Gate while stuck, and returned as an error; the others are read.
 func probeAll(ctx context.Context, opts WalkOptions, dirs []dirProbe) []WalkError {
 	budget := opts.ProbeBudget
 	if budget <= 0 {

@@ -95,7 +95,7 @@ type Options struct {
 	BareRuntime string
 	// Names gives cgroups their Kubernetes names; nil: none.
 	Names Namer
-	// Gate quarantines discovery's reads; nil: a gate of its own.
+	// Gate holds the stuck keys of discovery's reads; nil: a gate of its own.
 	Gate *procread.Gate
 }
 
@@ -289,7 +289,7 @@ type CPUSettings struct {
 //
 // No lock is held across the read: concurrent callers for one cgroup share one read and
 // wait for it at most SettingsBudget. A read that outlives the budget is counted once as a
-// timeout and quarantined by the gate (quota_exporter_stuck_reads{collector="discovery",
+// timeout and skipped by the gate while stuck (quota_exporter_stuck_reads{collector="discovery",
 // kind="cpu settings"}); until it returns, callers get the last settings read (or none)
 // at once, without an error.
 func (s *Cgroups) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {

@@ -28,7 +28,7 @@ func (c Counted) Error() string { return c.Err.Error() }
 func (c Counted) Unwrap() error { return c.Err }
 
 // CountOnce is the error a per-process read returned, or nil when it must not be counted
-// again: the process is quarantined (its timeout was counted when it got stuck).
+// again: the process is stuck (its timeout was counted when it got stuck).
 func CountOnce(err error) error {
 	if errors.Is(err, procread.ErrStuck) {
 		return nil

@@ -13,34 +13,34 @@ import (
 )
 
 func init() {
-	register("effective", true, "the CPU and memory limits that bind each cgroup: the smallest on its path from the root, and the cgroup that sets it", newEffectiveCollector,
-		cpuEffectiveLimitDesc, memEffectiveLimitDesc)
+	register("binding", true, "the CPU and memory limits that bind each cgroup: the smallest on its path from the root, and the cgroup that sets it", newBindingCollector,
+		cpuBindingLimitDesc, memBindingLimitDesc)
 }
 
 var (
-	cpuEffectiveLimitDesc = newCgroupDesc("cpu_effective_limit_cores",
-		"The CPU limit that binds this cgroup: the smallest quota/period (cpu.max, v1 cpu.cfs_quota_us) on the path from the root to it, its own or an ancestor's (a Kubernetes pod, an ECS task, a systemd slice with CPUQuota=). limit_cgroup is the cgroup that sets it; on cgroup v2 its throttling is counted on that cgroup's quota_cpu_throttled_* series only. Absent when nothing on the path is limited.",
-		"limit_cgroup")
-	memEffectiveLimitDesc = newCgroupDesc("memory_effective_limit_bytes",
-		"The memory limit that binds this cgroup: the smallest memory.max (v1 memory.limit_in_bytes) on the path from the root to it, its own or an ancestor's; limit_cgroup is the cgroup that sets it. Absent when nothing on the path is limited.",
-		"limit_cgroup")
+	cpuBindingLimitDesc = newCgroupDesc("cpu_binding_limit_cores",
+		"The CPU limit that binds this cgroup: the smallest quota/period (cpu.max, v1 cpu.cfs_quota_us) on the path from the root to it, its own or an ancestor's (a Kubernetes pod, an ECS task, a systemd slice with CPUQuota=). binding_cgroup is the cgroup that sets it; on cgroup v2 its throttling is counted on that cgroup's quota_cpu_throttled_* series only. Absent when nothing on the path is limited.",
+		"binding_cgroup")
+	memBindingLimitDesc = newCgroupDesc("memory_binding_limit_bytes",
+		"The memory limit that binds this cgroup: the smallest memory.max (v1 memory.limit_in_bytes) on the path from the root to it, its own or an ancestor's; binding_cgroup is the cgroup that sets it. Absent when nothing on the path is limited.",
+		"binding_cgroup")
 )
 
-// effectiveCollector reads nothing of its own: discovery has read every cgroup's cpu.max
+// bindingCollector reads nothing of its own: discovery has read every cgroup's cpu.max
 // and memory limit in this scrape. Only when a path filter hides a limited ancestor are the
 // ancestors outside the watched set read, once each per scrape.
-type effectiveCollector struct{ env *Env }
+type bindingCollector struct{ env *Env }
 
-func newEffectiveCollector(env *Env) (Collector, error) { return &effectiveCollector{env}, nil }
+func newBindingCollector(env *Env) (Collector, error) { return &bindingCollector{env}, nil }
 
-func (c *effectiveCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (c *bindingCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	snap := c.env.Cgroups.Snapshot(ctx) // walk errors are counted once, by the cgroup source (collector="discovery")
 	cgs, bindings := snap.Cgroups, snap.Bindings
-	t := newTally("effective", c.env.Errors)
+	t := newTally("binding", c.env.Errors)
 	if c.env.Config.CgroupInclude != nil || c.env.Config.CgroupExclude != nil {
 		// Gated like the cpu and memory collectors' reads: an ancestor whose files block
 		// costs one budget once and reads as unlimited until its read returns.
-		read, gate := c.env.Cgroups.Layout().ReadLimits, cgroupGate(c.env, "effective")
+		read, gate := c.env.Cgroups.Layout().ReadLimits, cgroupGate(c.env, "binding")
 		ancestor := func(p string) cgroupfs.Limits {
 			rctx, cancel := context.WithTimeout(ctx, cgroupReadBudget)
 			defer cancel()
@@ -63,10 +63,10 @@ func (c *effectiveCollector) Update(ctx context.Context, ch chan<- prometheus.Me
 		}
 		e := newEmitter(ch, cgroupLabels, cgroupLabelValues(cg))
 		if b.CPUCgroup != "" && cg.InCPU {
-			e.gauge(cpuEffectiveLimitDesc, b.CPUCores, b.CPUCgroup)
+			e.gauge(cpuBindingLimitDesc, b.CPUCores, b.CPUCgroup)
 		}
 		if b.MemoryCgroup != "" && cg.InMemory {
-			e.gauge(memEffectiveLimitDesc, float64(b.MemoryBytes), b.MemoryCgroup)
+			e.gauge(memBindingLimitDesc, float64(b.MemoryBytes), b.MemoryCgroup)
 		}
 	}
 	return t.err()

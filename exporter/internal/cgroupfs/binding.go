@@ -20,7 +20,7 @@ type Limits struct {
 
 // Binding is the binding limit of a cgroup, CPU and memory: the smallest on the path from
 // the root to it, and the cgroup (path) that sets it. A Cgroup of "" means no limit on the
-// whole path. (Exported as quota_*_effective_limit_* with label limit_cgroup.)
+// whole path. (Exported as quota_*_binding_limit_* with label binding_cgroup.)
 type Binding struct {
 	CPU          CPUMax // the binding quota and period
 	CPUCores     float64

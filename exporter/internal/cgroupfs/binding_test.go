@@ -85,7 +85,7 @@ func TestBindings(t *testing.T) {
 
 // On the v2 fixture host, every cgroup's binding limit is read from the files, and a
 // container without limits under a limited pod gets the pod's.
-func TestEffectiveLimitsFixtureV2(t *testing.T) {
+func TestBindingLimitsFixtureV2(t *testing.T) {
 	root := t.TempDir()
 	if err := fixture.Install(filepath.Join("..", "..", "collector", "testdata", "hosts", "v2-systemd-kubernetes"), root); err != nil {
 		t.Fatal(err)
@@ -105,16 +105,16 @@ func TestEffectiveLimitsFixtureV2(t *testing.T) {
 		n++
 		own := l.ReadLimits(b.CPUCgroup)
 		if !own.CPU.Limited() || own.CPU.Cores() != b.CPUCores {
-			t.Errorf("%s: binding cgroup %s has cpu.max %+v, effective %v", cg.Path, b.CPUCgroup, own.CPU, b.CPUCores)
+			t.Errorf("%s: binding cgroup %s has cpu.max %+v, binding %v", cg.Path, b.CPUCgroup, own.CPU, b.CPUCores)
 		}
 		for _, p := range pathPrefixes(cg.Path) {
 			if a := l.ReadLimits(p); a.CPU.Limited() && a.CPU.Cores() < b.CPUCores {
-				t.Errorf("%s: ancestor %s has a smaller quota %v than the effective %v", cg.Path, p, a.CPU.Cores(), b.CPUCores)
+				t.Errorf("%s: ancestor %s has a smaller quota %v than the binding %v", cg.Path, p, a.CPU.Cores(), b.CPUCores)
 			}
 		}
 	}
 	if n == 0 {
-		t.Error("no cgroup of the v2 fixture host has an effective CPU limit")
+		t.Error("no cgroup of the v2 fixture host has an binding CPU limit")
 	}
 }
 
