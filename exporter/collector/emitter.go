@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -23,6 +25,9 @@ type emitter struct {
 	names  []string
 	labels []string
 	pairs  []*dto.LabelPair // labels sorted by name, as client_golang writes them
+	// quota is the series budget of the cgroup's or process's tenant in this scrape: a series
+	// beyond it is not sent (nil: no bound).
+	quota *budget.Quota
 }
 
 func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
@@ -36,7 +41,17 @@ func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
 	return emitter{ch: ch, names: names, labels: values, pairs: pairs}
 }
 
+// metered returns e sending within the series budget of the scrape (ctx's meter) for cg's
+// tenant.
+func (e emitter) metered(meter *budget.Meter, cg cgroupfs.Cgroup) emitter {
+	e.quota = meter.For(cg)
+	return e
+}
+
 func (e emitter) gauge(d *prometheus.Desc, v float64, extra ...string) {
+	if !e.quota.Take() {
+		return
+	}
 	if pairs, ok := e.pairsWith(d, extra); ok {
 		e.ch <- &sharedLabelsMetric{desc: d, pairs: pairs, gauge: &dto.Gauge{Value: &v}}
 		return
@@ -45,6 +60,9 @@ func (e emitter) gauge(d *prometheus.Desc, v float64, extra ...string) {
 }
 
 func (e emitter) counter(d *prometheus.Desc, v float64, extra ...string) {
+	if !e.quota.Take() {
+		return
+	}
 	if pairs, ok := e.pairsWith(d, extra); ok {
 		e.ch <- &sharedLabelsMetric{desc: d, pairs: pairs, counter: &dto.Counter{Value: &v}}
 		return
