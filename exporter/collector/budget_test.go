@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 
@@ -174,6 +175,26 @@ func TestTenantMultipliesBudgeted(t *testing.T) {
 	if len(hostileBoth.sampled) > wantSampledPerTenant {
 		t.Errorf("hostile tenant: %d cgroups sampled every window, budget %d", len(hostileBoth.sampled), wantSampledPerTenant)
 	}
+	// What was left out is counted by budget and reason and named by tenant (the log and
+	// diagnose read these); the calm tenant is over none.
+	for _, b := range []string{budget.Cgroups, budget.Processes, budget.Series, budget.SampledCgroups} {
+		sk, ok := hostileBoth.skips[b+"/"+budget.ReasonTenant]
+		if !ok || sk.Skipped == 0 || sk.Name != hostile.Path {
+			t.Errorf("budget %s: the hostile tenant's skip is %+v (found %v)", b, sk, ok)
+		}
+		if hostileBoth.counted[b+"/"+budget.ReasonTenant] < float64(sk.Skipped) {
+			t.Errorf("quota_exporter_budget_skipped_total{budget=%q,reason=\"tenant\"} = %v, want at least %d", b, hostileBoth.counted[b+"/tenant"], sk.Skipped)
+		}
+	}
+	if sk := hostileBoth.skips[budget.Cgroups+"/"+budget.ReasonTenant]; sk.Kept != wantCgroupsPerTenant || sk.Skipped != hostileCgroups+1-wantCgroupsPerTenant {
+		t.Errorf("cgroups budget: kept %d, skipped %d of the hostile tenant's %d", sk.Kept, sk.Skipped, hostileCgroups+1)
+	}
+	if sk := hostileBoth.skips[budget.Processes+"/"+budget.ReasonTenant]; sk.Skipped != hostileJavas-budget.Defaults().Processes.PerTenant {
+		t.Errorf("processes budget: skipped %d of %d", sk.Skipped, hostileJavas)
+	}
+	if len(calmBoth.skips) != 0 {
+		t.Errorf("the calm tenant is over budgets: %v", calmBoth.skips)
+	}
 }
 
 // Default budgets per tenant (docs/sizing.md).
@@ -186,6 +207,10 @@ var (
 type tenantScrape struct {
 	series                 int
 	cgroups, sampled, keys map[string]bool
+	// skips are what the budgets left out, by "budget/reason", of this tenant.
+	skips map[string]budget.Skip
+	// counted are quota_exporter_budget_skipped_total by "budget/reason".
+	counted map[string]float64
 }
 
 // scrapeTenants runs a default exporter's collectors over cfg and counts each tenant's
@@ -202,13 +227,33 @@ func scrapeTenants(t *testing.T, cfg Config, window time.Duration, tenants ...st
 	}
 	defer set.Close()
 	mfs := gatherSampled(t, set, window)
+	self := testutil.Families(t, selfRegistry(env))
 	var out []tenantScrape
 	for _, tn := range tenants {
 		var s tenantScrape
 		s.series, s.cgroups, s.sampled, s.keys = tenantSeries(mfs, tn)
+		s.skips = map[string]budget.Skip{}
+		for _, sk := range env.Budgets.Skips() {
+			if sk.Tenant == tn {
+				s.skips[sk.Budget+"/"+sk.Reason] = sk
+			}
+		}
+		s.counted = map[string]float64{}
+		for _, m := range self["quota_exporter_budget_skipped_total"].GetMetric() {
+			b, _ := labelValue(m, "budget")
+			r, _ := labelValue(m, "reason")
+			s.counted[b+"/"+r] = m.GetCounter().GetValue()
+		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// selfRegistry gathers env's self-metrics (as main registers them with its own registry).
+func selfRegistry(env *Env) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(env.Errors, env.Stuck, env.Budgets)
+	return reg
 }
 
 // stuckJavas is how many processes of the hostile tenant of TestStuckReadsBudgetedPerTenant
@@ -299,6 +344,23 @@ func TestStuckReadsBudgetedPerTenant(t *testing.T) {
 	}
 	if n := procread.Stuck(); n > wantStuckPerTenant {
 		t.Errorf("the hostile tenant holds %d stuck reads, budget %d", n, wantStuckPerTenant)
+	}
+	// The tenant at its budget is named, and its refused reads are counted.
+	var named bool
+	for _, sk := range env.Budgets.Skips() {
+		named = named || (sk.Budget == budget.StuckReads && sk.Tenant == hostile.Path && sk.Name == hostile.Path && sk.Kept == wantStuckPerTenant)
+	}
+	self := testutil.Families(t, selfRegistry(env))
+	refused := 0.0
+	for _, m := range self["quota_exporter_budget_skipped_total"].GetMetric() {
+		if b, _ := labelValue(m, "budget"); b == budget.StuckReads {
+			if r, _ := labelValue(m, "reason"); r == budget.ReasonTenant {
+				refused = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if !named || refused == 0 {
+		t.Errorf("the hostile tenant is named %v, its refused reads counted %v: %+v", named, refused, env.Budgets.Skips())
 	}
 }
 

@@ -25,13 +25,13 @@ type Overrun struct {
 	PerTenant, Node int
 }
 
-// budgetWords say what one unit of each budget is, and what happens to one left out.
-var budgetWords = map[string]struct{ unit, skipped, flag string }{
-	"cgroups":         {"cgroups", "not exported, sampled, watched for OOM kills or listed for processes", "cgroups"},
-	"processes":       {"processes", "not inspected or exported", "processes"},
-	"series":          {"series", "not sent in the last scrape", "series"},
-	"sampled_cgroups": {"cgroups with a CPU quota", "not sampled every second (no quota_cpu_throttled_window_ratio)", "sampled-cgroups"},
-	"stuck_reads":     {"reads stuck in the kernel", "holding their threads; its other processes' files are not read until they return", "stuck-reads"},
+// budgetWords name each budget, say what one unit is and what happens to one left out.
+var budgetWords = map[string]struct{ title, unit, skipped, flag string }{
+	"cgroups":         {"cgroups", "cgroups", "not exported, sampled, watched for OOM kills or listed for processes", "cgroups"},
+	"processes":       {"processes", "processes", "not inspected or exported", "processes"},
+	"series":          {"series", "series", "not sent in the last scrape", "series"},
+	"sampled_cgroups": {"sampled cgroups", "cgroups with a CPU quota", "not sampled every second (no quota_cpu_throttled_window_ratio)", "sampled-cgroups"},
+	"stuck_reads":     {"stuck reads", "reads stuck in the kernel", "holding their threads; its other processes' files are not read until they return", "stuck-reads"},
 }
 
 // BudgetFindings turns the exporter's overruns into findings, one per tenant and budget.
@@ -47,7 +47,7 @@ func BudgetFindings(os []Overrun) []Finding {
 			name = o.Tenant
 		}
 		f := Finding{Rule: RuleBudget, Severity: Warning, Cgroup: o.Tenant, Workload: name,
-			Title: fmt.Sprintf("Tenant over the exporter's %s budget", w.unit)}
+			Title: fmt.Sprintf("Tenant over the exporter's %s budget", w.title)}
 		flag := "--budget." + w.flag
 		if o.Budget == "stuck_reads" {
 			f.Evidence = []Fact{{Name: "stuck_reads", Value: float64(o.Kept), Text: fmt.Sprintf("%d reads of its processes' files stuck in the kernel", o.Kept)}}
