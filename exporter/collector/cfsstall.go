@@ -130,7 +130,7 @@ func (c *cfsStallCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 			continue
 		}
 		ss.seen = now
-		if m := ss.h.metric(stallSecondsDesc, newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs, nil); meter.For(cg).TakeN(histogramSeries(m)) {
+		if m := ss.h.metric(stallSecondsDesc, newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs, nil); meter.For(cg).TakeN(histogramUnits(m)) {
 			ch <- m
 		}
 	}

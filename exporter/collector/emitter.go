@@ -26,8 +26,9 @@ type emitter struct {
 	labels []string
 	pairs  []*dto.LabelPair // labels sorted by name, as client_golang writes them
 	// quota is the series budget of the cgroup's or process's tenant in this scrape: a series
-	// beyond it is not sent (nil: no bound).
-	quota *budget.Quota
+	// beyond it is not sent (nil: no bound). labelBytes are its shared label values' bytes.
+	quota      *budget.Quota
+	labelBytes int
 }
 
 func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
@@ -45,11 +46,26 @@ func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
 // tenant.
 func (e emitter) metered(meter *budget.Meter, cg cgroupfs.Cgroup) emitter {
 	e.quota = meter.For(cg)
+	for _, v := range e.labels {
+		e.labelBytes += len(v)
+	}
 	return e
 }
 
+// take takes one series with extra label values from the quota.
+func (e emitter) take(extra []string) bool {
+	if e.quota == nil {
+		return true
+	}
+	n := e.labelBytes
+	for _, v := range extra {
+		n += len(v)
+	}
+	return e.quota.Take(n)
+}
+
 func (e emitter) gauge(d *prometheus.Desc, v float64, extra ...string) {
-	if !e.quota.Take() {
+	if !e.take(extra) {
 		return
 	}
 	if pairs, ok := e.pairsWith(d, extra); ok {
@@ -60,7 +76,7 @@ func (e emitter) gauge(d *prometheus.Desc, v float64, extra ...string) {
 }
 
 func (e emitter) counter(d *prometheus.Desc, v float64, extra ...string) {
-	if !e.quota.Take() {
+	if !e.take(extra) {
 		return
 	}
 	if pairs, ok := e.pairsWith(d, extra); ok {

@@ -183,7 +183,7 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 			continue
 		}
 		for kind, h := range pp.hists {
-			if m := h.metric(goSTWPauseDesc, newEmitter(nil, goSTWPauseLabels, processLabelValues(p, kind)).pairs, nil); meter.For(p.Cgroup).TakeN(histogramSeries(m)) {
+			if m := h.metric(goSTWPauseDesc, newEmitter(nil, goSTWPauseLabels, processLabelValues(p, kind)).pairs, nil); meter.For(p.Cgroup).TakeN(histogramUnits(m)) {
 				out = append(out, m)
 			}
 		}

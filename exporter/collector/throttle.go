@@ -162,13 +162,19 @@ func (h *histogram) metric(d *prometheus.Desc, pairs []*dto.LabelPair, export []
 	return &sharedLabelsMetric{desc: d, pairs: pairs, histogram: &dto.Histogram{SampleCount: &count, SampleSum: &sum, Bucket: buckets}}
 }
 
-// histogramSeries is how many series a histogram built by metric is in the exposition: its
-// buckets, the +Inf bucket, the sum and the count (what the series budget counts).
-func histogramSeries(m prometheus.Metric) int {
-	if h, ok := m.(*sharedLabelsMetric); ok && h.histogram != nil {
-		return len(h.histogram.Bucket) + 3
+// histogramUnits is what a histogram built by metric counts against the series budget: its
+// series in the exposition (its buckets, the +Inf bucket, the sum and the count), each as
+// long as its label values make it (budget.SeriesUnits).
+func histogramUnits(m prometheus.Metric) int {
+	h, ok := m.(*sharedLabelsMetric)
+	if !ok || h.histogram == nil {
+		return 1
 	}
-	return 1
+	n := 0
+	for _, lp := range h.pairs {
+		n += len(lp.GetValue())
+	}
+	return (len(h.histogram.Bucket) + 3) * budget.SeriesUnits(n)
 }
 
 func newThrottleCollector(env *Env) (Collector, error) {
@@ -503,7 +509,7 @@ func (c *throttleCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	send := func(s *throttleSeries, m prometheus.Metric) {
-		if meter.For(s.cg).TakeN(histogramSeries(m)) {
+		if meter.For(s.cg).TakeN(histogramUnits(m)) {
 			ch <- m
 		}
 	}

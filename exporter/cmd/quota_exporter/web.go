@@ -113,7 +113,7 @@ func ready() http.Handler {
 // maxBuilding bounds the distinct responses built at once (one per Accept and
 // Accept-Encoding of the requests in flight: Prometheus sends one kind): each holds a
 // collection's encoded body while it is built.
-const maxBuilding = 4
+const maxBuilding = 2
 
 // maxHeld bounds the distinct finished responses that clients still reading hold: beyond
 // it the connections of the oldest readers are cut (their write deadline set to now). A

@@ -57,10 +57,11 @@ func Defaults() Limits {
 		Series: Limit{PerTenant: 2000, Node: 100000},
 		// Read every second: a pod's quota cgroups (pod and containers, 1-12).
 		SampledCgroups: Limit{PerTenant: 16, Node: 4000},
-		// Each stuck read holds an OS thread; a tenant's processes stuck behind its own FUSE
-		// or NFS mount cost one per kind of read each (the node-wide ceiling is for reads of
-		// processes' files; kernel cgroup files have a ceiling of their own, procread.KernelFiles).
-		StuckReads: Limit{PerTenant: 8, Node: 128},
+		// Each stuck read holds an OS thread and the buffer it reads into (up to its file's
+		// cap: 1 MiB for perf data); a tenant's processes stuck behind its own FUSE or NFS mount
+		// cost one per kind of read each. The ceiling is for reads of processes' files; kernel
+		// cgroup files have one of their own (procread.CgroupFiles).
+		StuckReads: Limit{PerTenant: 8, Node: 64},
 	}
 }
 

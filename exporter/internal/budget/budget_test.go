@@ -225,7 +225,7 @@ func pod(uid string) cgroupfs.Cgroup {
 func send(m *Meter, cg cgroupfs.Cgroup, n int) int {
 	q, sent := m.For(cg), 0
 	for range n {
-		if q.Take() {
+		if q.Take(40) {
 			sent++
 		}
 	}
@@ -256,7 +256,7 @@ func TestMeterPerTenant(t *testing.T) {
 		t.Fatalf("skips %+v", skips)
 	}
 	var nilMeter *Meter
-	if q := nilMeter.For(pod("x")); !q.Take() {
+	if q := nilMeter.For(pod("x")); !q.Take(1 << 20) {
 		t.Fatal("a nil meter refuses")
 	}
 	nilMeter.Done()
@@ -302,5 +302,25 @@ func TestMeterNodeCeiling(t *testing.T) {
 		if s.Reason != ReasonNode {
 			t.Errorf("skip %+v: want the node's reason", s)
 		}
+	}
+}
+
+func TestSeriesUnits(t *testing.T) {
+	for bytes, want := range map[int]int{0: 1, 1: 1, 350: 1, 512: 1, 513: 2, 1024: 2, 1025: 3, 2304: 5} {
+		if got := SeriesUnits(bytes); got != want {
+			t.Errorf("SeriesUnits(%d) = %d, want %d", bytes, got, want)
+		}
+	}
+	// A tenant with label values at their caps gets fewer series of the same budget.
+	b := NewBook(Limits{Series: Limit{PerTenant: 1000}}, nil)
+	m := b.NewMeter()
+	q, sent := m.For(pod("long")), 0
+	for range 1000 {
+		if q.Take(4 * 512) {
+			sent++
+		}
+	}
+	if sent != 250 {
+		t.Errorf("%d series of 2 KiB of labels within a budget of 1000 units, want 250", sent)
 	}
 }

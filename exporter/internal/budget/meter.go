@@ -12,12 +12,13 @@ import (
 )
 
 // Meter counts one scrape's series per tenant against the series budget. A collector asks
-// for its cgroup's Quota once (For) and takes one unit per series it sends; a series beyond
-// its tenant's allowance is not sent. The allowance is PerTenant, lowered by water-filling
-// over the last scrape's demand when that was over the node-wide ceiling; the ceiling itself
-// is a backstop counted as series are sent. Which of an over-budget tenant's series go is not
-// fixed between scrapes (collectors run in parallel): the budget bounds their number, the
-// cgroup and process budgets choose which cgroups and processes there are.
+// for its cgroup's Quota once (For) and takes one unit per series it sends (more for a series
+// with long label values: SeriesUnits); a series beyond its tenant's allowance is not sent.
+// The allowance is PerTenant, lowered by water-filling over the last scrape's demand when
+// that was over the node-wide ceiling; the ceiling itself is a backstop counted as series are
+// sent. Which of an over-budget tenant's series go is not fixed between scrapes (collectors
+// run in parallel): the budget bounds their number, the cgroup and process budgets choose
+// which cgroups and processes there are.
 type Meter struct {
 	book  *Book
 	limit Limit
@@ -72,10 +73,22 @@ func (m *Meter) For(cg cgroupfs.Cgroup) *Quota {
 	return q
 }
 
-// Take reports whether one more series of the tenant may be sent.
-func (q *Quota) Take() bool { return q.TakeN(1) }
+// SeriesBytes is the label bytes one unit of the series budget covers: a series whose label
+// values are longer counts once more for every SeriesBytes started beyond it, so that the
+// budget bounds the bytes of a response too (label values are capped at 256 bytes each, and a
+// tenant chooses several of them). A Kubernetes container's series carry about 350 bytes of
+// label values: one unit.
+const SeriesBytes = 512
 
-// TakeN reports whether n more series of the tenant may be sent (a histogram's buckets, sum
+// SeriesUnits is what one series whose label values hold labelBytes bytes counts against the
+// series budget: 1, plus 1 for every SeriesBytes started beyond the first.
+func SeriesUnits(labelBytes int) int { return 1 + max(labelBytes-1, 0)/SeriesBytes }
+
+// Take reports whether one more series of the tenant may be sent, whose label values hold
+// labelBytes bytes (SeriesUnits).
+func (q *Quota) Take(labelBytes int) bool { return q.TakeN(SeriesUnits(labelBytes)) }
+
+// TakeN reports whether n more units of the tenant may be sent (a histogram's buckets, sum
 // and count): all of them or none.
 func (q *Quota) TakeN(n int) bool {
 	if q == nil {

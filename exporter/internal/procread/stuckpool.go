@@ -49,7 +49,7 @@ type tenantReads struct {
 // The two pools (see Pool).
 var (
 	CgroupFiles  = NewPool("cgroup files", MaxStuck, 0)
-	ProcessFiles = NewPool("process files", 2*MaxStuck, 8)
+	ProcessFiles = NewPool("process files", MaxStuck, 8)
 )
 
 // NewPool makes a pool with a node-wide ceiling and a budget per tenant (0: none).
