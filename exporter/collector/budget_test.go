@@ -5,6 +5,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -73,6 +74,31 @@ func seriesKey(name string, m *dto.Metric) string {
 	return name + "{" + strings.Join(parts, ",") + "}"
 }
 
+// defaultExporter builds a default exporter's collectors over cfg; the caller closes the set.
+func defaultExporter(t *testing.T, cfg Config) (*Env, *Set) {
+	t.Helper()
+	env, err := NewEnv(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := NewSet(env, defaultCollectorNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, set
+}
+
+// startIn starts argv in cg and stops it when the test ends.
+func startIn(t *testing.T, cg *testutil.Cgroup, argv ...string) *exec.Cmd {
+	t.Helper()
+	c := cg.Command(argv[0], argv[1:]...)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	return c
+}
+
 // defaultCollectorNames are the collectors a default exporter runs.
 func defaultCollectorNames() []string {
 	var out []string
@@ -118,13 +144,8 @@ func TestTenantMultipliesBudgeted(t *testing.T) {
 	calmApp := calm.Child("app", testutil.CgroupOptions{QuotaUS: 50000})
 	java := filepath.Join(t.TempDir(), "java")
 	testutil.CopyFile(t, "/bin/sleep", java, 0o755)
-	for _, cmd := range [][]string{{"sleep", "600"}, {java, "600"}} {
-		c := calmApp.Command(cmd[0], cmd[1:]...)
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
-	}
+	startIn(t, calmApp, "sleep", "600")
+	startIn(t, calmApp, java, "600")
 	cfg := Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: window, CgroupInclude: anchoredPaths(calm.Path)}
 	calmAlone := scrapeTenants(t, cfg, window, calm.Path)[0]
 
@@ -134,11 +155,7 @@ func TestTenantMultipliesBudgeted(t *testing.T) {
 		hostile.Child(fmt.Sprintf("c%04d", i), testutil.CgroupOptions{QuotaUS: 50000})
 	}
 	for range hostileJavas {
-		c := hostile.Command(java, "600")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		startIn(t, hostile, java, "600")
 	}
 	t.Logf("hostile tenant planted in %v: %d cgroups with a quota, %d processes named java", time.Since(begin), hostileCgroups, hostileJavas)
 	waitUntil(t, func() bool { return len(hostile.PIDs()) == hostileJavas })
@@ -217,14 +234,7 @@ type tenantScrape struct {
 // series (a tenant here is a top-level cgroup).
 func scrapeTenants(t *testing.T, cfg Config, window time.Duration, tenants ...string) []tenantScrape {
 	t.Helper()
-	env, err := NewEnv(cfg, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := NewSet(env, defaultCollectorNames())
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, set := defaultExporter(t, cfg)
 	defer set.Close()
 	mfs := gatherSampled(t, set, window)
 	self := testutil.Families(t, selfRegistry(env))
@@ -280,15 +290,7 @@ func TestStuckReadsBudgetedPerTenant(t *testing.T) {
 	calm := testutil.NewTopCgroup(t, "calm", testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: 256 << 20})
 	java := filepath.Join(t.TempDir(), "java")
 	testutil.CopyFile(t, "/bin/sleep", java, 0o755)
-	var calmPIDs []int
-	for _, cmd := range [][]string{{"sleep", "600"}, {java, "600"}} {
-		c := calm.Command(cmd[0], cmd[1:]...)
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
-		calmPIDs = append(calmPIDs, c.Process.Pid)
-	}
+	calmPIDs := []int{startIn(t, calm, "sleep", "600").Process.Pid, startIn(t, calm, java, "600").Process.Pid}
 	hostile := testutil.NewTopCgroup(t, "stuck", testutil.CgroupOptions{})
 	for range stuckJavas {
 		pid := strconv.Itoa(jail.Start(t, "/bin/java", nil).Process.Pid)
@@ -301,15 +303,8 @@ func TestStuckReadsBudgetedPerTenant(t *testing.T) {
 		waitUntil(t, func() bool { return procread.Stuck() == 0 })
 	})
 
-	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: window, ProcessMinResident: 0,
-		CgroupInclude: anchoredPaths(calm.Path, hostile.Path)}, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := NewSet(env, defaultCollectorNames())
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, set := defaultExporter(t, Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: window, ProcessMinResident: 0,
+		CgroupInclude: anchoredPaths(calm.Path, hostile.Path)})
 	defer set.Close()
 	const scrapeTimeout = 4 * time.Second
 	time.Sleep(4 * window) // the sampler's first windows
@@ -419,11 +414,7 @@ func TestControlCharacterNamesStayDistinct(t *testing.T) {
 	for _, name := range []string{"sl\x01", "sl\x02"} {
 		exe := filepath.Join(dir, name)
 		testutil.CopyFile(t, "/bin/sleep", exe, 0o755)
-		c := parent.Command(exe, "600")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		startIn(t, parent, exe, "600")
 	}
 	waitUntil(t, func() bool { return len(parent.PIDs()) == 2 })
 	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", CgroupInclude: anchoredPaths(parent.Path)}, discardLogger())

@@ -358,15 +358,7 @@ func (c *throttleCollector) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgrou
 		return quota
 	}
 	keep, skips := budget.AllotCgroups(quota, c.env.Budgets.Limits().SampledCgroups, budget.SampledCgroups)
-	if keep != nil {
-		kept := quota[:0]
-		for i, cg := range quota {
-			if keep[i] {
-				kept = append(kept, cg)
-			}
-		}
-		quota = kept
-	}
+	quota = budget.Keep(quota, keep)
 	c.env.Budgets.Pass(budget.SampledCgroups, len(quota), skips)
 	return quota
 }

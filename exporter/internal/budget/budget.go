@@ -183,6 +183,20 @@ func Allot(u Units, l Limit, budget string) (keep []bool, skips []Skip) {
 	return keep, skips
 }
 
+// Keep returns the units keep (from Allot) keeps, in place; all of them when keep is nil.
+func Keep[T any](units []T, keep []bool) []T {
+	if keep == nil {
+		return units
+	}
+	kept := units[:0]
+	for i, u := range units {
+		if keep[i] {
+			kept = append(kept, u)
+		}
+	}
+	return kept
+}
+
 // fill shares ceiling out among wants (each tenant's demand, in order of appearance) by
 // water-filling: every want is cut to the highest common level at which they fit, and what
 // is left below the ceiling goes one unit each to the wants that were cut, in order. A want

@@ -232,15 +232,7 @@ func (s *Cgroups) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
 		return cgs
 	}
 	keep, skips := budget.AllotCgroups(cgs, s.budgets.Limits().Cgroups, budget.Cgroups)
-	if keep != nil {
-		kept := cgs[:0]
-		for i, cg := range cgs {
-			if keep[i] {
-				kept = append(kept, cg)
-			}
-		}
-		cgs = kept
-	}
+	cgs = budget.Keep(cgs, keep)
 	s.budgets.Pass(budget.Cgroups, len(cgs), skips)
 	return cgs
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
@@ -67,13 +68,14 @@ func TestEachDiscardsReadingOfReusedPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	var listed *Process
-	for range 100 {
+	for range 500 { // until the shell that joins the cgroup has exec'd sleep
 		src.Expire()
 		cgroups.Expire()
 		if ps, _ := src.Processes(context.Background()); len(ps) == 1 && ps[0].Stat.Comm == "sleep" {
 			listed = ps[0]
 			break
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if listed == nil {
 		t.Fatal("the process was not listed")

@@ -497,15 +497,7 @@ func (s *Processes) withinBudget(items []procItem) []procItem {
 	u := budget.Units{N: len(items), Tenant: func(i int) string { return budget.TenantOf(items[i].cg) },
 		Name: func(i int) string { return budget.TenantName(items[i].cg) }}
 	keep, skips := budget.Allot(u, s.Budgets.Limits().Processes, budget.Processes)
-	if keep != nil {
-		kept := items[:0]
-		for i, it := range items {
-			if keep[i] {
-				kept = append(kept, it)
-			}
-		}
-		items = kept
-	}
+	items = budget.Keep(items, keep)
 	s.Budgets.Pass(budget.Processes, len(items), skips)
 	return items
 }
