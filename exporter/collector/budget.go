@@ -16,7 +16,7 @@ var (
 	budgetSkippedDesc = selfMetric(prometheus.NewDesc(namespace+"_exporter_budget_skipped_total",
 		"quota_exporter: units a budget left out, by budget and reason (reason=\"tenant\": the tenant's own budget, \"node\": the node-wide ceiling). "+
 			"cgroups: cgroups not exported, sampled, watched or listed, per discovery walk; processes: processes not inspected, per listing; "+
-			"series: series not sent, per scrape; sampled_cgroups: cgroups with a quota the per-second sampler does not sample, per change of its set; "+
+			"series: series not sent, per scrape; sampled_cgroups: cgroups with a quota the per-second sampler does not sample, per walk it adopts; "+
 			"stuck_reads: reads refused while the tenant's (or the node's) abandoned reads fill the budget. Which tenant: the log and `quota_exporter diagnose` (no tenant label: it would be unbounded). "+
 			"The limits are the --budget.* flags (docs/sizing.md).",
 		[]string{"budget", "reason"}, nil))
