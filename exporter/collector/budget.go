@@ -35,6 +35,8 @@ type Budgets struct {
 	*budget.Book
 }
 
+// newBudgets keeps the books of l. procread's pools are the process's: the last Env built
+// sets their limits and hears their refusals (one Env per exporter; tests build several).
 func newBudgets(l budget.Limits, logger *slog.Logger) *Budgets {
 	b := &Budgets{budget.NewBook(l, logger)}
 	procread.ProcessFiles.SetLimits(l.StuckReads.Node, l.StuckReads.PerTenant)
