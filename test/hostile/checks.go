@@ -17,7 +17,9 @@ type Checker struct {
 	node    *Node
 	calm    *Pod
 	calmPID int
-	pods    []*Pod
+	// byIdentity finds a pod by any of its identity label values; byUID by its UID.
+	byIdentity map[string]*Pod
+	byUID      map[string]*Pod
 	// ctl: cgroups named alike but for a control character, planted below ctlParent.
 	ctlParent string
 	ctlCount  int
@@ -29,9 +31,8 @@ type Checker struct {
 
 // calmState is what the last good scrape showed of the calm pod.
 type calmState struct {
-	start            int // the exporter process (its histograms restart with it)
-	usage, windows   float64
-	scrapes, updated int
+	start          int // the exporter process (its histograms restart with it)
+	usage, windows float64
 }
 
 // Report is what one scrape showed.
@@ -52,11 +53,28 @@ type Report struct {
 
 // NewChecker knows the node, its calm pod and process, and every pod.
 func NewChecker(n *Node, calm *Pod, calmPID int) *Checker {
-	return &Checker{node: n, calm: calm, calmPID: calmPID, pods: []*Pod{calm}, prev: map[string]calmState{}}
+	c := &Checker{node: n, calm: calm, calmPID: calmPID, byIdentity: map[string]*Pod{}, byUID: map[string]*Pod{}, prev: map[string]calmState{}}
+	c.AddPod(calm)
+	return c
 }
 
 // AddPod adds a pod whose identity labels must stay on its own cgroups.
-func (c *Checker) AddPod(p *Pod) { c.pods = append(c.pods, p) }
+func (c *Checker) AddPod(p *Pod) {
+	for _, v := range []string{"pod_uid=" + p.UID, "pod=" + p.Name, "container_id=containerd://" + p.Ctr.ID} {
+		c.byIdentity[v] = p
+	}
+	c.byUID[p.UID] = p
+}
+
+// podOf is the pod whose cgroup subtree holds cgroup label cg (by the path's pod segment).
+func (c *Checker) podOf(cg string) *Pod {
+	rest, ok := strings.CutPrefix(cg, c.node.Parent+"/kubepods/burstable/pod")
+	if !ok {
+		return nil
+	}
+	uid, _, _ := strings.Cut(rest, "/")
+	return c.byUID[uid]
+}
 
 // maxLabel and castagnoli: the exporter's documented rule for label values (docs/metrics.md):
 // invalid UTF-8, control and format characters become U+FFFD, and a value longer than 256
@@ -125,15 +143,15 @@ func (c *Checker) Check(name string, start int, samples []Sample) *Report {
 		if !hasCg {
 			continue
 		}
-		for _, p := range c.pods {
-			if within(cg, p.Cgroup) {
-				r.PerPod[p.Ctr.Name]++
-			}
-			if s.Labels["pod_uid"] == p.UID || s.Labels["pod"] == p.Name || s.Labels["container_id"] == "containerd://"+p.Ctr.ID {
-				if !within(cg, p.Cgroup) {
-					r.Identity = append(r.Identity, fmt.Sprintf("%s{cgroup=%q} carries pod %s's identity (pod_uid=%q pod=%q container_id=%q)",
-						s.Name, cg, p.Name, s.Labels["pod_uid"], s.Labels["pod"], s.Labels["container_id"]))
-				}
+		if p := c.podOf(cg); p != nil {
+			r.PerPod[p.Ctr.Name]++
+		}
+		for _, l := range []string{"pod_uid", "pod", "container_id"} {
+			p := c.byIdentity[l+"="+s.Labels[l]]
+			if p != nil && !within(cg, p.Cgroup) {
+				r.Identity = append(r.Identity, fmt.Sprintf("%s{cgroup=%q} carries pod %s's identity (pod_uid=%q pod=%q container_id=%q)",
+					s.Name, cg, p.Name, s.Labels["pod_uid"], s.Labels["pod"], s.Labels["container_id"]))
+				break
 			}
 		}
 		switch s.Name {
@@ -200,7 +218,6 @@ func (c *Checker) Check(name string, start int, samples []Sample) *Report {
 	// The calm pod keeps updating: its usage grows (the burner runs every 2 s) and the
 	// sampler's window count grows, scrape after scrape of the same process.
 	prev, had := c.prev[name]
-	cur := calmState{start: start, usage: r.CalmUsage, windows: r.CalmWindows, scrapes: prev.scrapes + 1, updated: prev.updated}
 	switch {
 	case !r.CalmSeries || !r.CalmProc:
 		r.CalmStale = fmt.Sprintf("calm pod's series missing (cpu usage %v, process %v)", r.CalmSeries, r.CalmProc)
@@ -208,11 +225,9 @@ func (c *Checker) Check(name string, start int, samples []Sample) *Report {
 		r.CalmStale = fmt.Sprintf("calm pod's CPU usage did not grow (%.3f -> %.3f s)", prev.usage, r.CalmUsage)
 	case had && prev.start == start && r.CalmWindows <= prev.windows:
 		r.CalmStale = fmt.Sprintf("calm pod's throttle windows did not grow (%.0f -> %.0f)", prev.windows, r.CalmWindows)
-	case had:
-		cur.updated++
 	}
 	if r.CalmSeries {
-		c.prev[name] = cur
+		c.prev[name] = calmState{start: start, usage: r.CalmUsage, windows: r.CalmWindows}
 	}
 	return r
 }

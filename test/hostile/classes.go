@@ -39,7 +39,7 @@ var Classes = []Class{
 	{"identity", "cgroups below container A named as pod B's (systemd and cgroupfs style), with A's processes in them", plantIdentity, nil},
 	{"ctlchar", "six cgroups whose names differ only in a control character or invalid UTF-8, two with a process", plantCtlchar, nil},
 	{"pidreuse", "20 at a time, processes named java that exit after 0.05-0.4 s, their pids taken at once (ns_last_pid) by another pod's java processes whose perf data names them Reused", plantPidreuse, runPidreuse},
-	{"slowclients", "200 HTTP clients per exporter that request /metrics and never read (plain and gzip, 4 KiB receive buffers), 20 that send their headers a byte at a time", nil, runSlowClients},
+	{"slowclients", "on a node of 300 ordinary pods, 200 HTTP clients per exporter that request /metrics and never read (plain and gzip, 4 KiB receive buffers), 20 that send their request a byte every 5 s", plantSlowClients, runSlowClients},
 }
 
 // tenant creates a hostile pod with a root file system: 2 cores, 1 GiB.
@@ -428,9 +428,23 @@ func runPidreuse(ctx context.Context, h *Harness) {
 // slowClientsPer is the slowclients class's connections per exporter.
 const slowClientsPer = 200
 
+// plantSlowClients makes the node an ordinary busy one, 300 pods of one empty container
+// each, so that each response the slow clients leave unread is about a megabyte.
+func plantSlowClients(h *Harness) error {
+	for i := range 300 {
+		p, err := h.Node.NewPod(fmt.Sprintf("svc-%03d", i), 10000, 64<<20, false)
+		if err != nil {
+			return err
+		}
+		h.Checker.AddPod(p)
+	}
+	return nil
+}
+
 // runSlowClients opens connections that request /metrics and never read the answer (with a
-// small receive buffer, so the response stays in the exporter), reconnecting when the
-// exporter closes them; and a few that send their request a byte every 5 s.
+// small receive buffer, so the response stays in the exporter), reconnecting after the
+// exporter's write timeout; and a few that send their request a byte every 5 s. They start
+// spread over 30 s: a burst of more than --web.max-requests would be refused (503) by design.
 func runSlowClients(ctx context.Context, h *Harness) {
 	var wg sync.WaitGroup
 	for _, e := range h.Exporters {
@@ -438,6 +452,11 @@ func runSlowClients(ctx context.Context, h *Harness) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Duration(rand.Int64N(int64(30 * time.Second)))):
+				}
 				enc := "identity"
 				if i%4 == 0 {
 					enc = "gzip"

@@ -253,19 +253,15 @@ func scrapeLoop(ctx context.Context, t *testing.T, h *Harness, r *run, begin, en
 func summarize(runs []*run, classes []string, bin string, d time.Duration, ctlPlanted bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nhostile node: classes %s; %v; exporter %s\n\n", strings.Join(classes, ", "), d, bin)
-	b.WriteString("| exporter | starts | exits (OOM-killed), first at | scrapes on time | slowest | memcg peak | VmHWM | failcnt | samples (max) | stuck reads (max) | calm pod updated | identity / process / duplicate findings | control-character cgroups distinct |\n")
-	b.WriteString("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
+	b.WriteString("| exporter | starts | exits, first at | OOM kills | scrapes on time | slowest | memcg peak | VmHWM | failcnt | samples (max) | stuck reads (max) | calm pod updated | identity / process / duplicate findings | control-character cgroups distinct |\n")
+	b.WriteString("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
 	for _, r := range runs {
 		exits, starts := r.e.Exits()
-		oom, first := 0, "-"
-		for i, x := range exits {
-			if x.OOM {
-				oom++
-			}
-			if i == 0 {
-				first = fmt.Sprintf("%.0f s", x.At.Seconds())
-			}
+		first := "-"
+		if len(exits) > 0 {
+			first = fmt.Sprintf("%.0f s", exits[0].At.Seconds())
 		}
+		mem := r.e.MemStats()
 		ok, slowest := 0, time.Duration(0)
 		samples, stuck, calmOK, calmN, ident, procs, dups, ctl := 0, 0.0, 0, 0, 0, 0, 0, -1
 		for i, s := range r.scrapes {
@@ -286,23 +282,26 @@ func summarize(runs []*run, classes []string, bin string, d time.Duration, ctlPl
 			ident, procs, dups = ident+len(rep.Identity), procs+len(rep.Processes), dups+len(rep.Duplicates)
 			ctl = rep.CtlDistinct
 		}
-		mem := r.e.MemStats()
 		ctlText := "-"
 		if ctl >= 0 && ctlPlanted {
 			ctlText = fmt.Sprint(ctl)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d (%d), %s | %d / %d | %.2f s | %.1f MiB | %.1f MiB | %d | %d | %.0f | %d / %d | %d / %d / %d | %s |\n",
-			r.e.Name, starts, len(exits), oom, first, ok, len(r.scrapes), slowest.Seconds(), float64(mem.PeakBytes)/(1<<20),
+		fmt.Fprintf(&b, "| %s | %d | %d, %s | %d | %d / %d | %.2f s | %.1f MiB | %.1f MiB | %d | %d | %.0f | %d / %d | %d / %d / %d | %s |\n",
+			r.e.Name, starts, len(exits), first, mem.OOMKills, ok, len(r.scrapes), slowest.Seconds(), float64(mem.PeakBytes)/(1<<20),
 			r.e.NoteHWM(), mem.FailCnt, samples, stuck, calmOK, calmN, ident, procs, dups, ctlText)
 	}
 	for _, r := range runs {
 		if last := lastReport(r); last != nil && len(last.PerPod) > 0 {
-			var pods []string
-			for p, n := range last.PerPod {
-				pods = append(pods, fmt.Sprintf("%s %d", p, n))
+			pods := make([]string, 0, len(last.PerPod))
+			for p := range last.PerPod {
+				pods = append(pods, p)
 			}
-			sort.Strings(pods)
-			fmt.Fprintf(&b, "\n%s, samples per pod (last good scrape): %s\n", r.e.Name, strings.Join(pods, ", "))
+			sort.Slice(pods, func(i, j int) bool { return last.PerPod[pods[i]] > last.PerPod[pods[j]] })
+			var top []string
+			for _, p := range pods[:min(len(pods), 12)] {
+				top = append(top, fmt.Sprintf("%s %d", p, last.PerPod[p]))
+			}
+			fmt.Fprintf(&b, "\n%s, samples per pod (last good scrape, %d pods, the largest): %s\n", r.e.Name, len(pods), strings.Join(top, ", "))
 		}
 	}
 	return b.String()

@@ -269,7 +269,8 @@ func (n *Node) Start(cg, root string, argv []string, env ...string) (*exec.Cmd, 
 	n.procs = append(n.procs, cmd)
 	n.mu.Unlock()
 	go cmd.Wait() //nolint:errcheck // reaped so that no zombie stays in a cgroup
-	if err := n.Join(cg, pid); err != nil && !errors.Is(err, syscall.ESRCH) { // ESRCH: it ran and exited already
+	// ESRCH: a short-lived process ran and exited before it joined.
+	if err := n.Join(cg, pid); err != nil && !errors.Is(err, syscall.ESRCH) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return nil, err
 	}
