@@ -53,16 +53,33 @@ func (h *Harness) tenant(name string) (*Pod, error) {
 }
 
 // startN starts n processes of argv in the pod's container.
-func (h *Harness) startN(p *Pod, n int, argv []string, env ...string) ([]int, error) {
-	var pids []int
+func (h *Harness) startN(p *Pod, n int, argv []string, env ...string) error {
 	for range n {
-		cmd, err := h.Node.Start(p.Ctr.Cgroup, p.Ctr.Root, argv, env...)
-		if err != nil {
-			return pids, err
+		if _, err := h.Node.Start(p.Ctr.Cgroup, p.Ctr.Root, argv, env...); err != nil {
+			return err
 		}
-		pids = append(pids, cmd.Process.Pid)
 	}
-	return pids, nil
+	return nil
+}
+
+// deploy installs an executable at path in the pod's root and starts procs processes of it.
+func (h *Harness) deploy(p *Pod, path string, exe []byte, procs int, args []string, env ...string) error {
+	if _, err := p.Ctr.Install(path, exe, 0o755); err != nil {
+		return err
+	}
+	return h.startN(p, procs, append([]string{path}, args...), env...)
+}
+
+// craft is a copy of the executable src rewritten by change.
+func craft(src string, change func(e *crafted.ELF) error) ([]byte, error) {
+	e, err := crafted.Load(src)
+	if err != nil {
+		return nil, err
+	}
+	if err := change(e); err != nil {
+		return nil, err
+	}
+	return e.Bytes(), nil
 }
 
 // sleepArgs: the tenants' copies of /bin/sleep sleep for the run.
@@ -77,34 +94,23 @@ func plantDynsym(h *Harness) error {
 		return err
 	}
 	// The executable: every symbol names one 1 MiB string (43 GiB as debug/elf
-	// copies), named java; two smaller expansions of the same trick beside it.
+	// copies), named java; two smaller expansions of the same trick beside it, the last a C
+	// program above --process.min-resident (64 MiB), watched though not a JVM.
 	for _, v := range []struct {
-		path         string
-		count, name  int
-		procs        int
-		fromHog, mib int
+		src, path   string
+		count, name int
+		procs       int
+		args        []string
 	}{
-		{"/usr/bin/java", 43690, 1<<20 - 2, 3, 0, 0},
-		{"/opt/jdk/bin/java", 8192, 128 << 10, 2, 0, 0},
-		// Not a JVM: a C program above --process.min-resident (64 MiB), so watched too.
-		{"/usr/bin/node", 20000, 512 << 10, 2, 1, 80},
+		{"/bin/sleep", "/usr/bin/java", 43690, 1<<20 - 2, 3, sleepArgs},
+		{"/bin/sleep", "/opt/jdk/bin/java", 8192, 128 << 10, 2, sleepArgs},
+		{h.Hog(), "/usr/bin/node", 20000, 512 << 10, 2, []string{"80"}},
 	} {
-		src := "/bin/sleep"
-		args := sleepArgs
-		if v.fromHog != 0 {
-			src, args = h.Hog(), []string{strconv.Itoa(v.mib)}
-		}
-		e, err := crafted.Load(src)
+		exe, err := craft(v.src, func(e *crafted.ELF) error { return e.BloatSymbols(".dynsym", v.count, v.name) })
 		if err != nil {
 			return err
 		}
-		if err := e.BloatSymbols(".dynsym", v.count, v.name); err != nil {
-			return err
-		}
-		if _, err := p.Ctr.Install(v.path, e.Bytes(), 0o755); err != nil {
-			return err
-		}
-		if _, err := h.startN(p, v.procs, append([]string{v.path}, args...)); err != nil {
+		if err := h.deploy(p, v.path, exe, v.procs, v.args); err != nil {
 			return err
 		}
 	}
@@ -116,18 +122,11 @@ func plantSymtab(h *Harness) error {
 	if err != nil {
 		return err
 	}
-	e, err := crafted.Load(h.Idle(false))
+	exe, err := craft(h.Idle(false), func(e *crafted.ELF) error { return e.BloatSymbols(".symtab", 43690, 1<<20-2) })
 	if err != nil {
 		return err
 	}
-	if err := e.BloatSymbols(".symtab", 43690, 1<<20-2); err != nil {
-		return err
-	}
-	if _, err := p.Ctr.Install("/usr/bin/svc", e.Bytes(), 0o755); err != nil {
-		return err
-	}
-	_, err = h.startN(p, 2, []string{"/usr/bin/svc"}, goEnv...)
-	return err
+	return h.deploy(p, "/usr/bin/svc", exe, 2, nil, goEnv...)
 }
 
 func plantPclntab(h *Harness) error {
@@ -139,17 +138,11 @@ func plantPclntab(h *Harness) error {
 		path         string
 		funcs, procs int
 	}{{"/usr/bin/svc", 1 << 20, 2}, {"/usr/local/bin/worker", 4 << 20, 1}} {
-		e, err := crafted.Load(h.Idle(true))
+		exe, err := craft(h.Idle(true), func(e *crafted.ELF) error { return e.BloatPclntab(v.funcs) })
 		if err != nil {
 			return err
 		}
-		if err := e.BloatPclntab(v.funcs); err != nil {
-			return err
-		}
-		if _, err := p.Ctr.Install(v.path, e.Bytes(), 0o755); err != nil {
-			return err
-		}
-		if _, err := h.startN(p, v.procs, []string{v.path}, goEnv...); err != nil {
+		if err := h.deploy(p, v.path, exe, v.procs, nil, goEnv...); err != nil {
 			return err
 		}
 	}
@@ -196,17 +189,11 @@ func plantBuildinfo(h *Harness) error {
 		path           string
 		pathLen, procs int
 	}{{"/usr/bin/svc", crafted.MaxModInfo - 100, 250}, {"/usr/bin/agent", 256 << 10, 30}} {
-		e, err := crafted.Load(h.Idle(true))
+		exe, err := craft(h.Idle(true), func(e *crafted.ELF) error { return e.SetGoBuildInfo("go1.26.0", v.pathLen) })
 		if err != nil {
 			return err
 		}
-		if err := e.SetGoBuildInfo("go1.26.0", v.pathLen); err != nil {
-			return err
-		}
-		if _, err := p.Ctr.Install(v.path, e.Bytes(), 0o755); err != nil {
-			return err
-		}
-		if _, err := h.startN(p, v.procs, []string{v.path}, goEnv...); err != nil {
+		if err := h.deploy(p, v.path, exe, v.procs, nil, goEnv...); err != nil {
 			return err
 		}
 	}
@@ -240,8 +227,7 @@ func plantStuck(h *Harness) error {
 	if err := h.MountFUSE(mnt, file, "app", holdFrom); err != nil {
 		return err
 	}
-	_, err = h.startN(p, stuckExecutables, append([]string{"/opt/stuck/app"}, sleepArgs...))
-	return err
+	return h.startN(p, stuckExecutables, append([]string{"/opt/stuck/app"}, sleepArgs...))
 }
 
 func plantDelegated(h *Harness) error {
@@ -288,12 +274,10 @@ func plantIdentity(h *Harness) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range []*Pod{victim, attacker} {
-		if _, err := p.Ctr.Install("/usr/bin/svc", idle, 0o755); err != nil {
-			return err
-		}
+	if err := h.deploy(victim, "/usr/bin/svc", idle, 1, nil, goEnv...); err != nil {
+		return err
 	}
-	if _, err := h.startN(victim, 1, []string{"/usr/bin/svc"}, goEnv...); err != nil {
+	if _, err := attacker.Ctr.Install("/usr/bin/svc", idle, 0o755); err != nil {
 		return err
 	}
 	uid := strings.ReplaceAll(victim.UID, "-", "_")

@@ -73,7 +73,7 @@ var hierarchies = []string{"cpu", "cpuacct", "memory"}
 
 // NewNode creates the parent cgroup and the scratch directory.
 func NewNode(logf func(string, ...any)) (*Node, error) {
-	cleanStale(logf)
+	benchnode.CleanStalePrefix(parentPrefix, logf)
 	dir, err := os.MkdirTemp("", "quota-hostile-")
 	if err != nil {
 		return nil, err
@@ -331,23 +331,6 @@ func (n *Node) Close() error {
 	return err
 }
 
-// cleanStale removes the cgroups of earlier runs whose process is gone.
-func cleanStale(logf func(string, ...any)) {
-	ents, _ := os.ReadDir(benchnode.Dir("cpu", ""))
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), parentPrefix)
-		if !ok {
-			continue
-		}
-		pid, err := strconv.Atoi(rest)
-		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
-			continue
-		}
-		logf("removing leftover %s of a dead run", e.Name())
-		_ = benchnode.RemoveTree("/" + e.Name())
-	}
-}
-
 // bootTime is btime of /proc/stat (whole seconds).
 var bootTime = sync.OnceValue(func() float64 {
 	b, _ := os.ReadFile("/proc/stat")
@@ -362,17 +345,9 @@ var bootTime = sync.OnceValue(func() float64 {
 
 // startTime is a process's start (seconds since the epoch) from /proc/<pid>/stat.
 func startTime(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := benchnode.StatFields(pid)
 	if err != nil {
 		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("bad stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, errors.New("short stat")
 	}
 	ticks, err := strconv.ParseFloat(f[19], 64)
 	return bootTime() + ticks/100, err

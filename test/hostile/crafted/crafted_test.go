@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"debug/gosym"
 	"encoding/binary"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -16,7 +15,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
-// idle builds the hostile node's Go tenant program (stripped or not) into dir.
+// idle builds the hostile node's Go tenant program (stripped or not).
 func idle(t *testing.T, strip bool) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "idle")
@@ -28,48 +27,50 @@ func idle(t *testing.T, strip bool) string {
 	return out
 }
 
-// runs checks that the executable at path starts and is still running after a moment (or,
-// with args, exits 0).
-func runs(t *testing.T, path string, args ...string) {
+// rewrite copies the executable src, changes it, checks that the copy still runs (with
+// args it must exit 0; without, still be running after a moment) and opens it with
+// debug/elf.
+func rewrite(t *testing.T, src string, change func(e *ELF) error, args ...string) (*ELF, *elf.File, string) {
 	t.Helper()
-	cmd := exec.Command(path, args...)
-	if len(args) > 0 {
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("crafted %s does not run: %v\n%s", filepath.Base(path), err, out)
-		}
-		return
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("crafted %s does not start: %v", filepath.Base(path), err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		t.Fatalf("crafted %s exited: %v", filepath.Base(path), err)
-	case <-time.After(300 * time.Millisecond):
-		cmd.Process.Kill()
-		<-done
-	}
-}
-
-func TestBloatDynamicSymbolsStillRuns(t *testing.T) {
-	e, err := Load("/bin/sleep")
-	testenv.Require(t, err == nil, "no /bin/sleep to copy")
-	const count, nameLen = 43690, 1<<20 - 2
-	if err := e.BloatSymbols(".dynsym", count, nameLen); err != nil {
+	e, err := Load(src)
+	testenv.Require(t, err == nil, "no "+src+" to copy")
+	if err := change(e); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "java")
+	path := filepath.Join(t.TempDir(), filepath.Base(src))
 	if err := e.Write(path); err != nil {
 		t.Fatal(err)
 	}
-	runs(t, path, "0.01")
+	cmd := exec.Command(path, args...)
+	if len(args) > 0 {
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("crafted %s does not run: %v\n%s", src, err, out)
+		}
+	} else {
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("crafted %s does not start: %v", src, err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			t.Fatalf("crafted %s exited: %v", src, err)
+		case <-time.After(300 * time.Millisecond):
+			cmd.Process.Kill()
+			<-done
+		}
+	}
 	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
+	return e, f, path
+}
+
+func TestBloatDynamicSymbolsStillRuns(t *testing.T) {
+	const count, nameLen = 43690, 1<<20 - 2
+	_, f, _ := rewrite(t, "/bin/sleep", func(e *ELF) error { return e.BloatSymbols(".dynsym", count, nameLen) }, "0.01")
 	sym, str := f.Section(".dynsym"), f.Section(".dynstr")
 	if sym.Size != 24*count || str.Size != nameLen+2 || f.Sections[sym.Link] != str {
 		t.Fatalf(".dynsym %d bytes, .dynstr %d bytes: not the claimed tables", sym.Size, str.Size)
@@ -83,20 +84,8 @@ func TestBloatDynamicSymbolsStillRuns(t *testing.T) {
 }
 
 func TestGoBuildInfoStillRuns(t *testing.T) {
-	bin := idle(t, true)
-	e, err := Load(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pathLen := MaxModInfo - 100
-	if err := e.SetGoBuildInfo("go1.26.0", pathLen); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "svc")
-	if err := e.Write(path); err != nil {
-		t.Fatal(err)
-	}
-	runs(t, path)
+	_, _, path := rewrite(t, idle(t, true), func(e *ELF) error { return e.SetGoBuildInfo("go1.26.0", pathLen) })
 	bi, err := buildinfo.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -107,25 +96,8 @@ func TestGoBuildInfoStillRuns(t *testing.T) {
 }
 
 func TestBloatPclntabStillRuns(t *testing.T) {
-	bin := idle(t, true)
-	e, err := Load(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const funcs = 1000 // the node plants a million; the table's shape is the same
-	if err := e.BloatPclntab(funcs); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "svc")
-	if err := e.Write(path); err != nil {
-		t.Fatal(err)
-	}
-	runs(t, path)
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	_, f, _ := rewrite(t, idle(t, true), func(e *ELF) error { return e.BloatPclntab(funcs) })
 	data, err := f.Section(".gopclntab").Data()
 	if err != nil {
 		t.Fatal(err)
@@ -140,24 +112,7 @@ func TestBloatPclntabStillRuns(t *testing.T) {
 }
 
 func TestBloatSymtabStillRuns(t *testing.T) {
-	bin := idle(t, false)
-	e, err := Load(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.BloatSymbols(".symtab", 1000, 4096); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "svc")
-	if err := e.Write(path); err != nil {
-		t.Fatal(err)
-	}
-	runs(t, path)
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	_, f, _ := rewrite(t, idle(t, false), func(e *ELF) error { return e.BloatSymbols(".symtab", 1000, 4096) })
 	syms, err := f.Symbols()
 	if err != nil {
 		t.Fatal(err)
@@ -168,20 +123,12 @@ func TestBloatSymtabStillRuns(t *testing.T) {
 }
 
 func TestMoveSectionHeaders(t *testing.T) {
-	e, err := Load("/bin/sleep")
-	testenv.Require(t, err == nil, "no /bin/sleep to copy")
-	end := e.LoadEnd()
-	e.MoveSectionHeaders(4 << 20)
-	path := filepath.Join(t.TempDir(), "sleep")
-	if err := e.Write(path); err != nil {
-		t.Fatal(err)
-	}
-	runs(t, path, "0.01")
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	var end uint64
+	e, f, _ := rewrite(t, "/bin/sleep", func(e *ELF) error {
+		end = e.LoadEnd()
+		e.MoveSectionHeaders(4 << 20)
+		return nil
+	}, "0.01")
 	if f.Section(".dynsym") == nil {
 		t.Fatal("moved section headers unreadable")
 	}
@@ -201,7 +148,17 @@ func TestPerfData(t *testing.T) {
 	if got, want := strings.TrimLeft(string(last[20:24]), "0"), strconv.FormatInt(int64(n-1), 36); got != want || last[24] != 0 {
 		t.Fatalf("last entry named %q, want %q", got, want)
 	}
-	if err := os.WriteFile(filepath.Join(t.TempDir(), "1"), b, 0o600); err != nil {
-		t.Fatal(err)
+}
+
+func TestPerfDataStrings(t *testing.T) {
+	b := PerfDataStrings(map[string]string{"sun.rt.javaCommand": "Reused 1", "java.property.java.version": "17"})
+	if n := binary.LittleEndian.Uint32(b[28:]); n != 2 || binary.LittleEndian.Uint32(b[8:]) != uint32(len(b)) {
+		t.Fatalf("%d entries in %d bytes", n, len(b))
+	}
+	// Entries in name order: the second is the command, its value NUL-terminated at its data offset.
+	e := b[32+binary.LittleEndian.Uint32(b[32:]):]
+	name, value := e[20:], e[binary.LittleEndian.Uint32(e[16:]):]
+	if !strings.HasPrefix(string(name), "sun.rt.javaCommand\x00") || !strings.HasPrefix(string(value), "Reused 1\x00") || e[12] != 'B' {
+		t.Fatalf("second entry: %q = %q", name[:20], value[:10])
 	}
 }
