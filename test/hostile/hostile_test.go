@@ -36,6 +36,10 @@ import (
 // collectors have room below it.
 const PeakBound = 128 << 20
 
+// TenantSeriesBound is the most series one pod may have in a scrape, whatever it plants:
+// the default --budget.series-per-tenant (docs/security.md).
+const TenantSeriesBound = 2000
+
 func TestMain(m *testing.M) {
 	if os.Getenv("HOSTILE_CHILD") == "burn" {
 		burn()
@@ -345,6 +349,7 @@ func assertRun(t *testing.T, h *Harness, r *run) {
 		}
 	}
 	ctl := h.Checker.ctlCount
+	maxPerPod := map[string]int{}
 	for i, s := range r.scrapes {
 		at := fmt.Sprintf("t=%.0fs", s.At.Seconds())
 		if !s.OK() {
@@ -363,8 +368,16 @@ func assertRun(t *testing.T, h *Harness, r *run) {
 		note("series carrying another pod's identity", rep.Identity)
 		note("process series that are not the process the node ran there", rep.Processes)
 		note("duplicate series", rep.Duplicates)
+		for pod, n := range rep.PerPod {
+			maxPerPod[pod] = max(maxPerPod[pod], n)
+		}
 		if ctl > 0 && rep.CtlDistinct != ctl {
 			note("control characters", []string{fmt.Sprintf("%d cgroups named alike but for a control character exported as %d distinct cgroups", ctl, rep.CtlDistinct)})
+		}
+	}
+	for pod, n := range maxPerPod {
+		if n > TenantSeriesBound {
+			note("pods above the per-tenant series bound", []string{fmt.Sprintf("pod %s: up to %d series in a scrape (bound %d)", pod, n, TenantSeriesBound)})
 		}
 	}
 	kinds := make([]string, 0, len(findings))
