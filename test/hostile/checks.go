@@ -118,6 +118,12 @@ func within(cg, path string) bool {
 	return i > 0 && len(cg)-i == len("…")+8 && strings.HasPrefix(p+"/", cg[:i])
 }
 
+// under tells whether cgroup label cg names the cgroup path or one of its ancestors.
+func under(path, cg string) bool {
+	p := clean(path)
+	return p == cg || strings.HasPrefix(p, cg+"/")
+}
+
 // Check checks one good scrape of exporter name (its start-th process).
 func (c *Checker) Check(name string, start int, samples []Sample) *Report {
 	r := &Report{Samples: len(samples), PerPod: map[string]int{}}
@@ -195,9 +201,11 @@ func (c *Checker) Check(name string, start int, samples []Sample) *Report {
 		cg, proc, _ := strings.Cut(k, "\x00")
 		pid, _ := strconv.Atoi(procName[k])
 		start, hasStart := starts[k]
+		// A process in a cgroup below a container is the container's: its label may name
+		// the container or the cgroup itself.
 		var ofCgroup []Owner
 		for _, o := range c.node.Owners(pid) {
-			if clean(o.Cgroup) == cg {
+			if under(o.Cgroup, cg) {
 				ofCgroup = append(ofCgroup, o)
 			}
 		}

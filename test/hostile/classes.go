@@ -37,7 +37,7 @@ var Classes = []Class{
 	{"stuck", "72 processes whose executable is on the tenant's FUSE mount, which never answers a read of the section headers", plantStuck, nil},
 	{"delegated", "2 230 empty delegated cgroups carrying only a quota: 2 000 below the container, 200 below the pod, a chain 30 deep", plantDelegated, nil},
 	{"identity", "cgroups below container A named as pod B's (systemd and cgroupfs style), with A's processes in them", plantIdentity, nil},
-	{"ctlchar", "six cgroups whose names differ only in a control character or invalid UTF-8, two with a process", plantCtlchar, nil},
+	{"ctlchar", "six cgroups of a service off Kubernetes whose names differ only in a control character or invalid UTF-8, two with a process", plantCtlchar, nil},
 	{"pidreuse", "20 at a time, processes named java that exit after 0.05-0.4 s, their pids taken at once (ns_last_pid) by another pod's java processes whose perf data names them Reused", plantPidreuse, runPidreuse},
 	{"slowclients", "on a node of 300 ordinary pods, 200 HTTP clients per exporter that request /metrics and never read (plain and gzip, 4 KiB receive buffers), 20 that send their request a byte every 5 s", plantSlowClients, runSlowClients},
 }
@@ -301,21 +301,25 @@ func plantIdentity(h *Harness) error {
 	return nil
 }
 
+// plantCtlchar plants the names off Kubernetes (a top-level service's cgroups, as systemd or
+// docker lay them out): below a pod's container, cgroups are the container's own.
 func plantCtlchar(h *Harness) error {
-	p, err := h.tenant("ctl")
-	if err != nil {
+	top := h.Node.Parent + "/ctl"
+	root := filepath.Join(h.Node.Dir, "roots", "ctl")
+	if err := newRoot(root); err != nil {
 		return err
 	}
 	idle, err := os.ReadFile(h.Idle(true))
 	if err != nil {
 		return err
 	}
-	if _, err := p.Ctr.Install("/usr/bin/svc", idle, 0o755); err != nil {
+	svc, err := (Container{Root: root}).Install("/usr/bin/svc", idle, 0o755)
+	if err != nil {
 		return err
 	}
 	names := []string{"x\x01", "x\x02", "y\x1b", "y\x7f", "z\xff", "z\xfe"}
 	for i, name := range names {
-		cg := p.Ctr.Cgroup + "/" + name
+		cg := top + "/" + name
 		if err := h.Node.Mkdir(cg, hierarchies...); err != nil {
 			return err
 		}
@@ -323,12 +327,12 @@ func plantCtlchar(h *Harness) error {
 			return err
 		}
 		if i < 2 {
-			if _, err := h.Node.Start(cg, p.Ctr.Root, []string{"/usr/bin/svc"}, goEnv...); err != nil {
+			if _, err := h.Node.Start(cg, root, []string{svc}, goEnv...); err != nil {
 				return err
 			}
 		}
 	}
-	h.Checker.ctlParent, h.Checker.ctlCount = p.Ctr.Cgroup, len(names)
+	h.Checker.ctlParent, h.Checker.ctlCount = top, len(names)
 	return nil
 }
 
