@@ -148,34 +148,10 @@ func TestHostileNode(t *testing.T) {
 		names = []string{"none (calm node)"}
 	}
 
-	// The DaemonSet's arguments (its paths are the host's here), watching this node's cgroups
-	// only: other tests on this host come and go.
-	args := []string{"--path.podlogs=" + node.PodLogs, "--cgroup.include=" + regexp.QuoteMeta(node.Parent) + "(/.*)?"}
-	variants := [][]string{{"default"}}
-	if os.Getenv("HOSTILE_GOPAUSE") != "0" {
-		variants = append(variants, []string{"gopause", "--collector.gopause"})
-	}
 	begin := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var runs []*run
-	for _, v := range variants {
-		e, err := NewExporter(node, v[0], bin, append(args, v[1:]...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(begin); err != nil {
-			t.Fatal(err)
-		}
-		defer e.Stop()
-		h.Exporters = append(h.Exporters, e)
-		runs = append(runs, &run{e: e})
-	}
-	for _, e := range h.Exporters {
-		if err := e.WaitReady(ctx, time.Minute); err != nil {
-			t.Fatalf("%v\n%s", err, e.LogTail(3000))
-		}
-	}
+	runs := startExporters(ctx, t, h, bin, begin)
 	t.Logf("exporters ready after %.1fs; classes %s; scraping every %v for %v", time.Since(begin).Seconds(), strings.Join(names, ", "), ScrapeInterval, duration)
 
 	var bg sync.WaitGroup
@@ -215,6 +191,40 @@ func TestHostileNode(t *testing.T) {
 	for _, r := range runs {
 		assertRun(t, h, r)
 	}
+}
+
+// startExporters starts the exporter with the DaemonSet's arguments (its paths are the host's
+// here), watching this node's cgroups only (other tests on this host come and go), and once
+// more with --collector.gopause unless HOSTILE_GOPAUSE=0; it waits until they are ready.
+func startExporters(ctx context.Context, t *testing.T, h *Harness, bin string, begin time.Time) []*run {
+	args := []string{"--path.podlogs=" + h.Node.PodLogs, "--cgroup.include=" + regexp.QuoteMeta(h.Node.Parent) + "(/.*)?"}
+	variants := map[string][]string{"default": nil}
+	if os.Getenv("HOSTILE_GOPAUSE") != "0" {
+		variants["gopause"] = []string{"--collector.gopause"}
+	}
+	var runs []*run
+	for _, name := range []string{"default", "gopause"} {
+		extra, ok := variants[name]
+		if !ok {
+			continue
+		}
+		e, err := NewExporter(h.Node, name, bin, append(slices.Clone(args), extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(begin); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Stop)
+		h.Exporters = append(h.Exporters, e)
+		runs = append(runs, &run{e: e})
+	}
+	for _, e := range h.Exporters {
+		if err := e.WaitReady(ctx, time.Minute); err != nil {
+			t.Fatalf("%v\n%s", err, e.LogTail(3000))
+		}
+	}
+	return runs
 }
 
 // scrapeLoop scrapes one exporter every ScrapeInterval until end and checks each scrape.
