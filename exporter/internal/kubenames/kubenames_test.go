@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 const fixture = "testdata/node/var/log" // a node's /var/log as the kubelet writes it
@@ -179,12 +181,22 @@ func TestParseNames(t *testing.T) {
 	}
 }
 
+// nameMax is NAME_MAX: the parsers read directory entries' names, and allocate a few small
+// strings of them.
+const nameMax = 255
+
 func FuzzParsePodDir(f *testing.F) {
 	for _, s := range []string{"shop_checkout-7d9f8b6c5-x2kqp_6f1c2a9e-8b4d-4c1e-9a2b-5d6e7f8a9b0c", "kube-system_etcd-node-1_8a3f5e2b9c1d4f6a7b8c9d0e1f2a3b4c", "a_b", "___"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		uid, p, ok := ParsePodDir(s)
+		if len(s) > nameMax {
+			return // a directory entry's name
+		}
+		var uid string
+		var p Pod
+		var ok bool
+		testutil.AllocBound(t, 16<<10, func() { uid, p, ok = ParsePodDir(s) })
 		if ok && (NormalizeUID(uid) != uid || p.Namespace == "" || p.Name == "") {
 			t.Errorf("ParsePodDir(%q) = %q %+v", s, uid, p)
 		}
@@ -196,7 +208,13 @@ func FuzzParseContainerLog(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		id, c, ok := ParseContainerLog(s)
+		if len(s) > nameMax {
+			return // a directory entry's name
+		}
+		var id string
+		var c Container
+		var ok bool
+		testutil.AllocBound(t, 16<<10, func() { id, c, ok = ParseContainerLog(s) })
 		if ok && (NormalizeContainerID(id) != id || c.Namespace == "" || c.Pod == "" || c.Name == "") {
 			t.Errorf("ParseContainerLog(%q) = %q %+v", s, id, c)
 		}
