@@ -70,7 +70,7 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
 	procs := source.WithRuntime(all, source.RuntimeJVM)
-	// Perf data and thread names, in parallel and quarantined per process; detection's
+	// Perf data and thread names, in parallel and skipped per process while stuck; detection's
 	// reading of this scrape is reused.
 	res := source.Each(ctx, src, procs, "perf data", func(ctx context.Context, p *source.Process) (*jvm.Info, error) {
 		if p.DetectedJVM() != nil {

@@ -77,7 +77,7 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	t := newProcessTally("malloc", c.env.Errors)
 	procs, _ := c.env.Processes.Processes(ctx)
 	heuristic := 0
-	// maps, mem and environ, in parallel and quarantined per process.
+	// maps, mem and environ, in parallel and skipped per process while stuck.
 	res := source.Each(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *source.Process) (heapLayout, error) {
 		return heapLayoutOf(ctx, c.env, p)
 	})

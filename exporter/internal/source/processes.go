@@ -172,7 +172,7 @@ type Processes struct {
 	bootTime float64 // seconds since the epoch, read once: start times are relative to it
 	bootErr  error
 
-	// gate quarantines per-process reads by pid (and start time) and kind: a process stuck in
+	// gate keys per-process reads by pid (and start time) and kind: a process stuck in
 	// the kernel costs one blocked read per kind and is skipped until it returns.
 	gate *procread.Gate
 	// last is the last complete listing, for background loops (Last).
@@ -197,7 +197,7 @@ type Filter struct {
 }
 
 // NewProcesses prepares the process source over procPath (the host's /proc). gate
-// quarantines its per-process reads (nil: a gate of its own).
+// skips its stuck per-process reads (nil: a gate of its own).
 func NewProcesses(procPath string, cgroups *Cgroups, errs Recorder, gate *procread.Gate, filter Filter) (*Processes, error) {
 	fs, err := procfs.NewFS(procPath)
 	if err != nil {
@@ -255,7 +255,7 @@ func (s *Processes) StartTime(startTicks uint64) (float64, error) {
 
 // Processes returns the watched processes, listing them at most every DiscoveryMaxAge.
 // Errors are per process (vanished, permission denied, ...), already counted; the list holds
-// the rest. A process whose reads are quarantined (procread.ErrStuck) is left out without an
+// the rest. A process whose reads are stuck (procread.ErrStuck) is left out without an
 // error: its timeout was counted once, when its read did not return.
 func (s *Processes) Processes(ctx context.Context) ([]*Process, []error) {
 	s.mu.Lock()
@@ -281,7 +281,7 @@ func (s *Processes) Expire() {
 	s.at = time.Time{}
 }
 
-// Gate is the quarantine of the source's per-process reads.
+// Gate holds the stuck keys of the source's per-process reads.
 func (s *Processes) Gate() *procread.Gate { return s.gate }
 
 // ReadProcess reads one process's stat and status as a listing does (nil error for a
@@ -302,12 +302,12 @@ func (s *Processes) Last() []*Process {
 }
 
 // processWorkers bounds the per-process reads run at once: up to this many stuck processes
-// cost one perProcessTimeout together, and nothing once they are quarantined.
+// cost one perProcessTimeout together, and nothing once they are stuck.
 const processWorkers = 16
 
 // gatedContext is the context of a read run under the gate: no deadline of its own, so a read
 // that blocks keeps its key (and its one OS thread) until the kernel returns, instead of
-// being abandoned by an inner timeout and started again by the next scrape.
+// being given up by an inner timeout and started again by the next scrape.
 func gatedContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 24*time.Hour)
 }
@@ -316,7 +316,7 @@ func gatedContext() (context.Context, context.CancelFunc) {
 // perProcessTimeout, through the source's gate keyed by process and kind: a process whose
 // read of that kind did not return is skipped with procread.ErrStuck until it does.
 // read must not write to memory the caller reads after it returns except under p.state.mu:
-// an abandoned read may still finish later.
+// a stuck read may still finish later.
 func Each[R any](ctx context.Context, s *Processes, procs []*Process, kind string,
 	read func(ctx context.Context, p *Process) (R, error)) []procread.Result[R] {
 	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind}
@@ -382,7 +382,7 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 			items = append(items, procItem{pid, cg})
 		}
 	}
-	// stat and status of every process in parallel, quarantined per pid.
+	// stat and status of every process in parallel, skipped per pid while stuck.
 	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat"}
 	res := procread.Map(ctx, b, items, func(it procItem) string { return strconv.Itoa(it.pid) + "/stat" }, s.readStat)
 	complete := ctx.Err() == nil
@@ -408,7 +408,7 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 			undetected = append(undetected, p)
 		}
 	}
-	// Runtime detection of new processes, in parallel, quarantined per process: a detection
+	// Runtime detection of new processes, in parallel, skipped per process while stuck: a detection
 	// that timed out is not retried while its read is outstanding.
 	dres := Each(ctx, s, undetected, "detect", s.detectAlone)
 	failed, undecided := map[*Process]bool{}, map[*Process]bool{}
@@ -575,7 +575,7 @@ func (d detection) apply(p *Process) {
 	}
 }
 
-// detectAlone runs detection on a copy of p with a scratch state, so a detection abandoned
+// detectAlone runs detection on a copy of p with a scratch state, so a detection given up on
 // by the scrape writes nothing shared when it finally returns.
 func (s *Processes) detectAlone(ctx context.Context, p *Process) (detection, error) {
 	q := &Process{PID: p.PID, Cgroup: p.Cgroup, Stat: p.Stat, Status: p.Status, StartTime: p.StartTime, state: &state{}}
