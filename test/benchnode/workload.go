@@ -339,10 +339,13 @@ func Leftovers(cgroup string) []string {
 
 // CleanStale removes the trees of earlier runs whose process is gone (killed before its
 // cleanup could run).
-func CleanStale(logf func(string, ...any)) {
+func CleanStale(logf func(string, ...any)) { CleanStalePrefix(parentPrefix, logf) }
+
+// CleanStalePrefix is CleanStale for top cgroups named <prefix><pid> by another test.
+func CleanStalePrefix(prefix string, logf func(string, ...any)) {
 	ents, _ := os.ReadDir(Dir("cpu", ""))
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), parentPrefix)
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
 		if !ok {
 			continue
 		}
