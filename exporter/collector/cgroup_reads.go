@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
@@ -21,11 +22,11 @@ import (
 const cgroupReadBudget = 2 * time.Second
 
 // cgroupSeriesMax is the buffer of one cgroup's series: the cpu collector emits at most 14,
-// memory 8 (20 with --memory.detail). A read that emitted more would block until abandoned:
+// memory 8 (20 with --memory.detail). A read that emitted more would block until given up:
 // raise it with new series.
 const cgroupSeriesMax = 32
 
-// cgroupGate is the collector's quarantine gate, exported by env.Stuck when there is one.
+// cgroupGate is the collector's stuck-read gate, exported by env.Stuck when there is one.
 func cgroupGate(env *Env, name string) *procread.Gate {
 	if env.Stuck != nil {
 		return env.Stuck.Gate(name)
@@ -35,21 +36,23 @@ func cgroupGate(env *Env, name string) *procread.Gate {
 
 // collectCgroups reads each cgroup with read, as discovery does: in parallel (procread.Map,
 // one worker per CPU the exporter may use), each cgroup within cgroupReadBudget and
-// quarantined through gate. A cgroup whose files block inside the kernel costs one budget
+// skipped through gate while stuck. A cgroup whose files block inside the kernel costs one budget
 // once, is counted as a timeout once and then skipped without a system call until its read
 // returns (ErrStuck refusals are not counted again); the other cgroups' series are served.
-// Each read emits into its own buffer, forwarded to ch here: an abandoned read never writes
+// Each read emits into its own buffer, forwarded to ch here: a stuck read never writes
 // to ch.
 func collectCgroups(ctx context.Context, gate *procread.Gate, cgs []cgroupfs.Cgroup, t *tally, ch chan<- prometheus.Metric,
 	read func(cgroupfs.Cgroup, emitter) error) {
-	budget := cgroupReadBudget
+	item := cgroupReadBudget
 	if dl, ok := ctx.Deadline(); ok {
-		budget = min(budget, max(time.Until(dl)/2, 10*time.Millisecond))
+		item = min(item, max(time.Until(dl)/2, 10*time.Millisecond))
 	}
-	b := procread.Budget{Workers: min(runtime.GOMAXPROCS(0), len(cgs)/64+1), Item: budget, Gate: gate, Kind: "cgroup files"}
+	b := procread.Budget{Workers: min(runtime.GOMAXPROCS(0), len(cgs)/64+1), Item: item, Gate: gate, Kind: "cgroup files",
+		Pool: procread.CgroupFiles}
+	meter := budget.MeterFrom(ctx)
 	res := procread.Map(ctx, b, cgs, func(cg cgroupfs.Cgroup) string { return cg.Path }, func(cg cgroupfs.Cgroup) ([]prometheus.Metric, error) {
 		buf := make(chan prometheus.Metric, cgroupSeriesMax)
-		err := read(cg, newEmitter(buf, cgroupLabels, cgroupLabelValues(cg)))
+		err := read(cg, newEmitter(buf, cgroupLabels, cgroupLabelValues(cg)).metered(meter, cg))
 		close(buf)
 		out := make([]prometheus.Metric, 0, len(buf))
 		for m := range buf {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
@@ -40,6 +41,10 @@ type Config struct {
 	// GoPausePausesPerSecond each process's pauses through the shared ring buffer; 0 means
 	// gopause.DefaultMaxProbes and gopause.DefaultPausesPerSecond.
 	GoPauseMaxProbes, GoPausePausesPerSecond int
+	// Budgets bound what each tenant (pod, container, top-level cgroup) and the node may
+	// cost: cgroups exported, processes inspected, series, sampled cgroups, stuck reads (the
+	// --budget.* flags); nil means budget.Defaults().
+	Budgets *budget.Limits
 }
 
 // Env is what the collectors share, created once per exporter by NewEnv: configuration,
@@ -54,24 +59,34 @@ type Env struct {
 	Errors    *ErrorCounter
 	Cgroups   *source.Cgroups
 	Processes *source.Processes
-	// Stuck owns the quarantine gates (procread.Gate) of the sources and collectors and
+	// Stuck owns the stuck-read gates (procread.Gate) of the sources and collectors and
 	// exports their stuck reads; register it with the exporter's own registry.
 	Stuck *StuckReads
 	// PodNames resolves Kubernetes names for the cgroup source and exports the resolver's
 	// own metrics; register it with the exporter's own registry.
 	PodNames *PodNames
+	// Discovery exports what discovery leaves out (cgroups below containers, conmon) and
+	// whether the exporter sees the host's processes; register it with the exporter's own registry.
+	Discovery DiscoveryStats
 	// Descriptors is the budget of descriptors the throttle sampler (open cpu.stat files) and
 	// the v1 OOM watcher (eventfds) hold together.
 	Descriptors *fdbudget.Budget
+	// Budgets keeps the books of the per-tenant budgets (what each left out, by reason) and
+	// exports them; register it with the exporter's own registry.
+	Budgets *Budgets
 }
 
 // NewEnv finds the cgroup hierarchies and prepares the sources.
 func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	errs := NewErrorCounter(logger)
-	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath),
-		Descriptors: fdbudget.FromRlimit()}
+	limits := budget.Defaults()
+	if cfg.Budgets != nil {
+		limits = *cfg.Budgets
+	}
+	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath, cfg.ProcPath),
+		Descriptors: fdbudget.FromRlimit(), Budgets: newBudgets(limits, logger)}
 	opts := source.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
-		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(source.DiscoveryErrors)}
+		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(source.DiscoveryErrors), Budgets: env.Budgets.Book}
 	if env.PodNames != nil {
 		opts.Names = env.PodNames
 	}
@@ -79,9 +94,12 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	if env.Cgroups, err = source.NewCgroups(opts, logger, errs); err != nil {
 		return nil, err
 	}
+	env.Discovery = DiscoveryStats{cgroups: env.Cgroups}
 	filter := source.Filter{MinResident: cfg.ProcessMinResident, Include: cfg.ProcessInclude, Exclude: cfg.ProcessExclude}
 	if env.Processes, err = source.NewProcesses(cfg.ProcPath, env.Cgroups, errs, env.Stuck.Gate(source.ProcessErrors), filter); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)
 	}
+	env.Processes.Budgets = env.Budgets.Book
+	env.Budgets.watch(env.Cgroups)
 	return env, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
@@ -65,12 +66,13 @@ type jvmCollector struct{ env *Env }
 func newJVMCollector(env *Env) (Collector, error) { return &jvmCollector{env}, nil }
 
 func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	t := newProcessTally("jvm", c.env.Errors)
 	t.tolerated["perf_data_mismatch"] = true // counted and logged; a state of one JVM, not a failed collector
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
 	procs := source.WithRuntime(all, source.RuntimeJVM)
-	// Perf data and thread names, in parallel and quarantined per process; detection's
+	// Perf data and thread names, in parallel and skipped per process while stuck; detection's
 	// reading of this scrape is reused.
 	res := source.Each(ctx, src, procs, "perf data", func(ctx context.Context, p *source.Process) (*jvm.Info, error) {
 		if p.DetectedJVM() != nil {
@@ -84,7 +86,7 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			t.add(fmt.Sprintf("pid %d", p.PID), source.CountOnce(r.Err))
 			continue
 		}
-		e := newEmitter(ch, processLabels, processLabelValues(p))
+		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)
 		version := ""
 		if info.Version.Known() {
 			version = info.Version.String()
@@ -98,8 +100,8 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			e.gauge(jvmThreadsDesc, float64(info.Threads[k]), string(k))
 		}
 		if !info.PerfDataAvailable() || info.Counters == nil {
-			if u := info.Unavailable; u != nil && (u.Reason == jvm.ReasonStale || u.Reason == jvm.ReasonForeign) {
-				t.add(fmt.Sprintf("pid %d", p.PID), u) // perf_data_mismatch: another process's file
+			if u := info.Unavailable; u != nil && u.Mismatch() {
+				t.add(fmt.Sprintf("pid %d", p.PID), u) // perf_data_mismatch: another process's file, or nobody's
 			}
 			e.gauge(jvmPerfDataDesc, 0)
 			c.logUnavailable(p, info)

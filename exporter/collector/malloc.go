@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
@@ -62,7 +63,7 @@ func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout,
 	}
 	environ, envErr := env.Processes.Environ(ctx, p)
 	st, limit, err := malloc.InspectWithLimit(ctx, env.Config.ProcPath, env.Config.SysPath, p.PID,
-		malloc.Known{Env: environ, EnvErr: envErr, ThreadNames: p.ThreadNames(ctx, env.Config.ProcPath)})
+		malloc.Known{Env: environ, EnvErr: envErr, ThreadNames: p.ThreadNames(ctx, env.Config.ProcPath), Allocators: env.Processes.Allocators})
 	if st == nil {
 		// Remember the failure so a process we may not read is not retried every scrape.
 		h = heapLayout{at: time.Now(), failed: true}
@@ -74,10 +75,11 @@ func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout,
 }
 
 func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	t := newProcessTally("malloc", c.env.Errors)
 	procs, _ := c.env.Processes.Processes(ctx)
 	heuristic := 0
-	// maps, mem and environ, in parallel and quarantined per process.
+	// maps, mem and environ, in parallel and skipped per process while stuck.
 	res := source.Each(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *source.Process) (heapLayout, error) {
 		return heapLayoutOf(ctx, c.env, p)
 	})
@@ -87,7 +89,7 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 		if entry.failed || entry.state == nil {
 			continue
 		}
-		e := newEmitter(ch, processLabels, processLabelValues(p))
+		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)
 		e.gauge(allocatorInfoDesc, 1, entry.state.Allocator)
 		if entry.state.Allocator != malloc.Glibc {
 			continue

@@ -278,7 +278,7 @@ func waitRunning(t *testing.T, ctx context.Context, n *node.Node) pod {
 
 // checkResize raises the CPU limits of the GC-storm JVM and the Go program in place and
 // scrapes the exporter until the new limits show: in that same scrape the container's own
-// limit, its effective limit, and the JVM's GC threads and the Go program's GOMAXPROCS (which
+// limit, its binding limit, and the JVM's GC threads and the Go program's GOMAXPROCS (which
 // the running processes keep) are all present, so the comparisons change within one scrape.
 func checkResize(t *testing.T, ctx context.Context, n *node.Node, url string) {
 	for _, r := range []struct{ pod, container, cpu string }{{"jvm-gc-storm", "gc-storm", "600m"}, {"go-gomaxprocs", "gomaxprocs", "1"}} {
@@ -298,7 +298,7 @@ func checkResize(t *testing.T, ctx context.Context, n *node.Node, url string) {
 			done := true
 			for c, cores := range want {
 				lim := fams.value("quota_cpu_limit_cores", ns, "", c)
-				eff := fams.value("quota_cpu_effective_limit_cores", ns, "", c)
+				eff := fams.value("quota_cpu_binding_limit_cores", ns, "", c)
 				if lim != cores || eff != cores {
 					done = false
 					continue

@@ -8,16 +8,20 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // DiscoveryMaxAge lets the collectors of one scrape (cpu, memory, the process source) share
@@ -62,7 +66,17 @@ type Cgroups struct {
 	stopScheduleFn context.CancelFunc
 	checkEvery     time.Duration
 
-	names Namer // nil: no Kubernetes names
+	names   Namer        // nil: no Kubernetes names
+	budgets *budget.Book // nil: no cgroup budget
+
+	logger *slog.Logger
+	// hostPIDs: the exporter is in the host's PID namespace (pidNamespace); dropPIDs: the
+	// PIDs cgroup.procs lists are not --path.procfs's, the walk keeps none.
+	hostPIDs, dropPIDs bool
+	// skippedMu guards what logSkipped said last.
+	skippedMu     sync.Mutex
+	skippedLogged int
+	skippedAt     time.Time
 
 	// settingsMu guards settings, never a read: each cgroup's files are read by one caller
 	// at a time (settingsReads, keyed by path), outside the lock, under SettingsBudget and
@@ -83,8 +97,11 @@ type Options struct {
 	BareRuntime string
 	// Names gives cgroups their Kubernetes names; nil: none.
 	Names Namer
-	// Gate quarantines discovery's reads; nil: a gate of its own.
+	// Gate holds the stuck keys of discovery's reads; nil: a gate of its own.
 	Gate *procread.Gate
+	// Budgets, if set, bounds the cgroups each walk publishes per tenant and node-wide
+	// (budget.Cgroups) and records what it left out.
+	Budgets *budget.Book
 }
 
 // NewCgroups reads the hierarchy layout from mountinfo.
@@ -100,6 +117,13 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 		logger.Info("cgroup mounts lie outside the exporter's cgroup namespace; treating them as the host hierarchy (host /sys/fs/cgroup mounted into a container)")
 	}
 	logger.Info("cgroup layout", "layout", layout.String())
+	host, pidsUsable := pidNamespace(o.ProcPath)
+	if !host {
+		logger.Warn("not in the host's PID namespace (no hostPID): cgroup.procs hides the host's processes, so cgroups are found by their limits and their Kubernetes pod, container or Docker path only; cgroups with neither (systemd services without a limit) are not seen, and a sandbox is told from a container by its link in the kubelet's log directory alone")
+	}
+	if !pidsUsable {
+		logger.Warn("the PIDs cgroup.procs lists in the exporter's PID namespace are not those of --path.procfs: no per-process series (run with hostPID)", "procfs", o.ProcPath)
+	}
 	bare := o.BareRuntime
 	if bare == "" {
 		bare = cgroupfs.RuntimeContainerd
@@ -110,6 +134,10 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 			Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
 		errors:       errs,
 		names:        o.Names,
+		logger:       logger,
+		hostPIDs:     host,
+		dropPIDs:     !pidsUsable,
+		budgets:      o.Budgets,
 		MaxAge:       DiscoveryMaxAge,
 		checkEvery:   CheckEvery,
 		settings:     map[string]CPUSettings{},
@@ -172,17 +200,25 @@ type walk struct {
 }
 
 func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
-	cgs, errs := s.layout.Discover(ctx, s.opts)
-	if s.names != nil {
+	d := s.layout.DiscoverAll(ctx, s.opts)
+	cgs, errs := d.Cgroups, d.Errs
+	if s.dropPIDs {
 		for i := range cgs {
-			s.names.Name(&cgs[i])
+			cgs[i].PIDs = nil
 		}
 	}
+	if s.names != nil {
+		s.names.Name(cgs)
+	}
+	s.logSkipped(d.Skipped)
 	for i, we := range errs {
 		s.errors.Record(DiscoveryErrors, we.Path, we.Err)
 		errs[i].Err = Counted{we.Err}
 	}
+	cgs = s.withinBudget(cgs)
+	labelPaths(cgs)
 	w.snap = newSnapshot(0, cgs, errs)
+	w.snap.Skipped = d.Skipped
 	s.mu.Lock()
 	s.walking = nil
 	var subs []*Subscription
@@ -203,6 +239,71 @@ func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
 	close(w.done)
 }
 
+// HostPIDNamespace reports whether the exporter runs in the host's PID namespace, where
+// cgroup.procs lists every process (see pidNamespace).
+func (s *Cgroups) HostPIDNamespace() bool { return s.hostPIDs }
+
+// initPIDNamespace is the inode of the kernel's initial PID namespace (PROC_PID_INIT_INO,
+// include/linux/proc_ns.h): the host's, fixed since Linux 3.8.
+const initPIDNamespace = "pid:[4026531836]"
+
+// pidNamespace tells whether the exporter runs in the host's PID namespace (outside it,
+// cgroup.procs leaves out the processes it cannot see on v1 and lists 0 for them on v2:
+// cgroup_procs_show prints task_pid_vnr), and whether the PIDs cgroup.procs lists are those
+// procPath shows: <procPath>/self names the exporter by the PID that procfs's namespace gives
+// it. What cannot be read is taken as yes (a test's made-up procfs has no self).
+func pidNamespace(procPath string) (host, pidsUsable bool) {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	host = err != nil || ns == initPIDNamespace
+	self, err := os.Readlink(filepath.Join(procPath, "self"))
+	pidsUsable = err != nil || self == strconv.Itoa(os.Getpid())
+	return host, pidsUsable
+}
+
+// skippedLogEvery bounds the log lines about cgroups below containers.
+const skippedLogEvery = 5 * time.Minute
+
+// logSkipped logs one line when a walk finds more cgroups below containers than the last one
+// logged, at most every skippedLogEvery; the count is exported by the snapshot's Skipped.
+func (s *Cgroups) logSkipped(sk cgroupfs.Skipped) {
+	s.skippedMu.Lock()
+	defer s.skippedMu.Unlock()
+	if sk.BelowContainer <= s.skippedLogged || time.Since(s.skippedAt) < skippedLogEvery {
+		if sk.BelowContainer < s.skippedLogged {
+			s.skippedLogged = sk.BelowContainer
+		}
+		return
+	}
+	s.skippedLogged, s.skippedAt = sk.BelowContainer, time.Now()
+	s.logger.Info("cgroups below a container are the container's: their processes count as the container's, their own series are not exported",
+		"cgroups", sk.BelowContainer, "example", tenantstr.Label(sk.Example))
+}
+
+// labelPaths gives each cgroup its path as a label value unique among cgs: a tenant may name
+// two of its cgroups alike but for a control character, which cleaning replaces.
+func labelPaths(cgs []cgroupfs.Cgroup) {
+	paths := make([]string, len(cgs))
+	for i := range cgs {
+		paths[i] = cgs[i].Path
+	}
+	for i, l := range tenantstr.Unique(paths) {
+		cgs[i].Label = l
+	}
+}
+
+// withinBudget keeps the cgroups the cgroup budget allows (each tenant's top ones first) and
+// records the tenants it cut. What is left out is not exported, sampled, watched for OOM
+// kills or listed for processes: for the rest of the exporter it does not exist.
+func (s *Cgroups) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
+	if s.budgets == nil {
+		return cgs
+	}
+	keep, skips := budget.AllotCgroups(cgs, s.budgets.Limits().Cgroups, budget.Cgroups)
+	cgs = budget.Keep(cgs, keep)
+	s.budgets.Pass(budget.Cgroups, len(cgs), skips)
+	return cgs
+}
+
 // CPUSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the
 // file does not exist (old kernel, v2 root).
 type CPUSettings struct {
@@ -221,7 +322,7 @@ type CPUSettings struct {
 //
 // No lock is held across the read: concurrent callers for one cgroup share one read and
 // wait for it at most SettingsBudget. A read that outlives the budget is counted once as a
-// timeout and quarantined by the gate (quota_exporter_stuck_reads{collector="discovery",
+// timeout and skipped by the gate while stuck (quota_exporter_stuck_reads{collector="discovery",
 // kind="cpu settings"}); until it returns, callers get the last settings read (or none)
 // at once, without an error.
 func (s *Cgroups) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {
@@ -256,7 +357,7 @@ func (s *Cgroups) readSettings(cg cgroupfs.Cgroup) {
 	if gate == nil {
 		gate = s.settingsGate
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), SettingsBudget)
+	ctx, cancel := context.WithTimeout(procread.WithPool(context.Background(), procread.CgroupFiles, ""), SettingsBudget)
 	res, gateErr := procread.GateDo(ctx, gate, "cpu settings "+cg.Path, "cpu settings", func() (result, error) {
 		st, err := readCPUSettings(s.layout, cg)
 		return result{st, err}, nil

@@ -17,7 +17,9 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
@@ -25,6 +27,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procstatus"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // pfKThread marks kernel threads in /proc/<pid>/stat flags: they have no exe, maps or
@@ -147,13 +150,21 @@ type state struct {
 // of them after each listing, whichever collectors are enabled.
 type Processes struct {
 	// Filter leaves processes out of the listing; set before the first listing.
-	Filter   Filter
+	Filter Filter
+	// Budgets, if set, bounds the processes inspected per tenant and node-wide
+	// (budget.Processes); set before the first listing.
+	Budgets  *budget.Book
 	procPath string
 	cgroups  *Cgroups
 	errors   Recorder
 	fs       procfs.FS
 	// JVM reads perf data and caches flags and layout per JVM.
 	JVM *jvm.Inspector
+	// GoBuilds and Allocators keep what is derived from each executable file (its Go build
+	// info, the allocator its dynamic symbols tell), shared by the processes of one binary
+	// and kept by the file's identity (execache), at most maxExecutables of each.
+	GoBuilds   *execache.Cache[goruntime.Build]
+	Allocators *execache.Cache[string]
 	// detectors tell a process's runtime, in order (see newDetectors).
 	detectors []detector
 	// envKeys are the only environment variables read (the Go and malloc readers' keys).
@@ -166,7 +177,7 @@ type Processes struct {
 	bootTime float64 // seconds since the epoch, read once: start times are relative to it
 	bootErr  error
 
-	// gate quarantines per-process reads by pid (and start time) and kind: a process stuck in
+	// gate keys per-process reads by pid (and start time) and kind: a process stuck in
 	// the kernel costs one blocked read per kind and is skipped until it returns.
 	gate *procread.Gate
 	// last is the last complete listing, for background loops (Last).
@@ -191,7 +202,7 @@ type Filter struct {
 }
 
 // NewProcesses prepares the process source over procPath (the host's /proc). gate
-// quarantines its per-process reads (nil: a gate of its own).
+// skips its stuck per-process reads (nil: a gate of its own).
 func NewProcesses(procPath string, cgroups *Cgroups, errs Recorder, gate *procread.Gate, filter Filter) (*Processes, error) {
 	fs, err := procfs.NewFS(procPath)
 	if err != nil {
@@ -201,11 +212,16 @@ func NewProcesses(procPath string, cgroups *Cgroups, errs Recorder, gate *procre
 		gate = procread.NewGate(ProcessErrors)
 	}
 	s := &Processes{Filter: filter, procPath: procPath, cgroups: cgroups, errors: errs, fs: fs, MaxAge: DiscoveryMaxAge,
-		JVM: &jvm.Inspector{Procfs: procPath}, gate: gate, states: map[Key]*state{}}
+		JVM: &jvm.Inspector{Procfs: procPath}, gate: gate, states: map[Key]*state{},
+		GoBuilds: execache.New[goruntime.Build](maxExecutables), Allocators: execache.New[string](maxExecutables)}
 	s.detectors = newDetectors(s)
 	s.envKeys = append(goruntime.EnvKeys(), malloc.EnvKeys()...)
 	return s, nil
 }
+
+// maxExecutables caps the executable files whose derived facts are kept (a few hundred bytes
+// each: capped strings); beyond it the least recently used goes.
+const maxExecutables = 1024
 
 // envRefresh: the environment of a running process does not change (environ is the initial
 // one); re-read it with the readers that use it, on their 30 s clock, in case of an exec.
@@ -244,7 +260,7 @@ func (s *Processes) StartTime(startTicks uint64) (float64, error) {
 
 // Processes returns the watched processes, listing them at most every DiscoveryMaxAge.
 // Errors are per process (vanished, permission denied, ...), already counted; the list holds
-// the rest. A process whose reads are quarantined (procread.ErrStuck) is left out without an
+// the rest. A process whose reads are stuck (procread.ErrStuck) is left out without an
 // error: its timeout was counted once, when its read did not return.
 func (s *Processes) Processes(ctx context.Context) ([]*Process, []error) {
 	s.mu.Lock()
@@ -270,7 +286,7 @@ func (s *Processes) Expire() {
 	s.at = time.Time{}
 }
 
-// Gate is the quarantine of the source's per-process reads.
+// Gate holds the stuck keys of the source's per-process reads.
 func (s *Processes) Gate() *procread.Gate { return s.gate }
 
 // ReadProcess reads one process's stat and status as a listing does (nil error for a
@@ -291,29 +307,54 @@ func (s *Processes) Last() []*Process {
 }
 
 // processWorkers bounds the per-process reads run at once: up to this many stuck processes
-// cost one perProcessTimeout together, and nothing once they are quarantined.
+// cost one perProcessTimeout together, and nothing once they are stuck.
 const processWorkers = 16
 
 // gatedContext is the context of a read run under the gate: no deadline of its own, so a read
 // that blocks keeps its key (and its one OS thread) until the kernel returns, instead of
-// being abandoned by an inner timeout and started again by the next scrape.
-func gatedContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 24*time.Hour)
+// being given up by an inner timeout and started again by the next scrape. The reads inside
+// count against tenant's budget of stuck reads, whose slot the gated read holds.
+func gatedContext(tenant string) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(procread.WithPool(context.Background(), procread.ProcessFiles, tenant), 24*time.Hour)
 }
 
 // Each runs read for every process, processWorkers at once, each within
 // perProcessTimeout, through the source's gate keyed by process and kind: a process whose
-// read of that kind did not return is skipped with procread.ErrStuck until it does.
+// read of that kind did not return is skipped with procread.ErrStuck until it does. The
+// reads count against procread.ProcessFiles by the process's tenant: a tenant whose stuck
+// reads fill its budget has its reads refused (procread.ErrTenantOverloaded) until they return.
+// Reads go by PID: after each, the process's start time is read again, and a reading of a
+// PID that another process took meanwhile is dropped (kernel.ErrPIDReused).
 // read must not write to memory the caller reads after it returns except under p.state.mu:
-// an abandoned read may still finish later.
+// a stuck read may still finish later.
 func Each[R any](ctx context.Context, s *Processes, procs []*Process, kind string,
 	read func(ctx context.Context, p *Process) (R, error)) []procread.Result[R] {
-	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind}
+	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind,
+		Pool: procread.ProcessFiles, Tenant: func(i int) string { return budget.TenantOf(procs[i].Cgroup) }}
 	return procread.Map(ctx, b, procs, func(p *Process) string { return p.gateKey(kind) }, func(p *Process) (R, error) {
-		rctx, cancel := gatedContext()
+		rctx, cancel := gatedContext(budget.TenantOf(p.Cgroup))
 		defer cancel()
-		return read(rctx, p)
+		v, err := read(rctx, p)
+		if err == nil {
+			if err = s.samePID(p); err != nil {
+				var zero R
+				return zero, err
+			}
+		}
+		return v, err
 	})
+}
+
+// samePID checks that p's PID still belongs to p (its start time), after a read by PID.
+func (s *Processes) samePID(p *Process) error {
+	start, err := kernel.StartTicks(s.procPath, p.PID)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", p.PID, err)
+	}
+	if start != p.Stat.Starttime {
+		return fmt.Errorf("pid %d: %w", p.PID, kernel.ErrPIDReused)
+	}
+	return nil
 }
 
 // itemBudget is the time one process's reads of one kind may take: perProcessTimeout, but
@@ -371,8 +412,10 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 			items = append(items, procItem{pid, cg})
 		}
 	}
-	// stat and status of every process in parallel, quarantined per pid.
-	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat"}
+	items = s.withinBudget(items)
+	// stat and status of every process in parallel, skipped per pid while stuck.
+	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat",
+		Pool: procread.ProcessFiles, Tenant: func(i int) string { return budget.TenantOf(items[i].cg) }}
 	res := procread.Map(ctx, b, items, func(it procItem) string { return strconv.Itoa(it.pid) + "/stat" }, s.readStat)
 	complete := ctx.Err() == nil
 	var found, undetected []*Process
@@ -397,7 +440,7 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 			undetected = append(undetected, p)
 		}
 	}
-	// Runtime detection of new processes, in parallel, quarantined per process: a detection
+	// Runtime detection of new processes, in parallel, skipped per process while stuck: a detection
 	// that timed out is not retried while its read is outstanding.
 	dres := Each(ctx, s, undetected, "detect", s.detectAlone)
 	failed, undecided := map[*Process]bool{}, map[*Process]bool{}
@@ -455,6 +498,21 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 	return out, errs
 }
 
+// withinBudget keeps the processes the process budget allows, in the walk's order (by cgroup
+// path, then as cgroup.procs lists them), and records the tenants it cut: the others are not
+// read at all.
+func (s *Processes) withinBudget(items []procItem) []procItem {
+	if s.Budgets == nil {
+		return items
+	}
+	u := budget.Units{N: len(items), Tenant: func(i int) string { return budget.TenantOf(items[i].cg) },
+		Name: func(i int) string { return budget.TenantName(items[i].cg) }}
+	keep, skips := budget.Allot(u, s.Budgets.Limits().Processes, budget.Processes)
+	items = budget.Keep(items, keep)
+	s.Budgets.Pass(budget.Processes, len(items), skips)
+	return items
+}
+
 // evict is the one eviction loop: processes not seen in this listing have exited; their
 // state goes, here and in every runtime reader's cache.
 func (s *Processes) evict(now time.Time) {
@@ -499,7 +557,7 @@ func (s *Processes) readStat(it procItem) (*discovered, error) {
 	if stat.Flags&pfKThread != 0 || stat.State == "Z" || stat.State == "X" {
 		return nil, nil
 	}
-	ctx, cancel := gatedContext()
+	ctx, cancel := gatedContext(budget.TenantOf(it.cg))
 	defer cancel()
 	b, err := procread.ReadFile(ctx, filepath.Join(s.procPath, strconv.Itoa(it.pid), "status"), procstatus.MaxSize)
 	if err == nil && len(b) == 0 {
@@ -564,7 +622,7 @@ func (d detection) apply(p *Process) {
 	}
 }
 
-// detectAlone runs detection on a copy of p with a scratch state, so a detection abandoned
+// detectAlone runs detection on a copy of p with a scratch state, so a detection given up on
 // by the scrape writes nothing shared when it finally returns.
 func (s *Processes) detectAlone(ctx context.Context, p *Process) (detection, error) {
 	q := &Process{PID: p.PID, Cgroup: p.Cgroup, Stat: p.Stat, Status: p.Status, StartTime: p.StartTime, state: &state{}}
@@ -594,17 +652,35 @@ func (s *Processes) detect(ctx context.Context, p *Process) error {
 }
 
 // disambiguate makes the process label unique within a cgroup: two processes with the same
-// name get their executable path appended, and if that is still ambiguous (worker processes
-// of one binary), an ordinal by start time. Settings such as GOMAXPROCS are never summed.
+// name (as a label value: cleaned) get their executable path appended, and if that is still
+// ambiguous (worker processes of one binary), an ordinal by start time. Settings such as
+// GOMAXPROCS are never summed. Last, the names become label values unique within their
+// cgroup and runtime (tenantstr.Unique), whatever bytes a tenant put in them.
 func disambiguate(ps []*Process) {
 	group := func() map[string][]*Process {
 		g := map[string][]*Process{}
 		for _, p := range ps {
-			k := p.Cgroup.Path + "\x00" + p.Runtime + "\x00" + p.Name
+			k := p.Cgroup.Path + "\x00" + p.Runtime + "\x00" + tenantstr.Label(p.Name)
 			g[k] = append(g[k], p)
 		}
 		return g
 	}
+	defer func() {
+		byCgroup := map[string][]*Process{}
+		for _, p := range ps {
+			k := p.Cgroup.Path + "\x00" + p.Runtime
+			byCgroup[k] = append(byCgroup[k], p)
+		}
+		for _, same := range byCgroup {
+			names := make([]string, len(same))
+			for i, p := range same {
+				names[i] = p.Name
+			}
+			for i, l := range tenantstr.Unique(names) {
+				same[i].Name = l
+			}
+		}
+	}()
 	for _, same := range group() {
 		if len(same) < 2 {
 			continue
