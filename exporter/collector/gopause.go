@@ -12,6 +12,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
@@ -72,7 +73,7 @@ type pausedProcess struct {
 	pid       int
 	attach    *gopause.Attachment
 	goVersion string
-	hists     map[string]*histogram // by kind
+	hists     map[string]*histogram.Histogram // by kind
 }
 
 func newGoPauseCollector(env *Env) (Collector, error) {
@@ -99,11 +100,11 @@ func (c *goPauseCollector) observe(p gopause.Pause) {
 	kind := gopause.Kind(pp.goVersion, p.Reason)
 	h := pp.hists[kind]
 	if h == nil {
-		nh := newHistogram(stwBuckets)
+		nh := histogram.New(stwBuckets)
 		h = &nh
 		pp.hists[kind] = h
 	}
-	h.observe(p.Duration.Seconds())
+	h.Observe(p.Duration.Seconds())
 }
 
 // evict detaches the processes the source has forgotten (called under its lock).
@@ -183,7 +184,7 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 			continue
 		}
 		for kind, h := range pp.hists {
-			if m := h.metric(goSTWPauseDesc, newEmitter(nil, goSTWPauseLabels, processLabelValues(p, kind)).pairs, nil); meter.For(p.Cgroup).TakeN(histogramUnits(m)) {
+			if m := histogramMetric(h, goSTWPauseDesc, newEmitter(nil, goSTWPauseLabels, processLabelValues(p, kind)).pairs, nil); meter.For(p.Cgroup).TakeN(histogramUnits(m)) {
 				out = append(out, m)
 			}
 		}
@@ -211,14 +212,14 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 // once, not counted as a read error.
 func (c *goPauseCollector) attach(p *source.Process) error {
 	key := p.Key()
-	pp := &pausedProcess{pid: p.PID, hists: map[string]*histogram{}}
+	pp := &pausedProcess{pid: p.PID, hists: map[string]*histogram.Histogram{}}
 	a, tg, err := c.tracer.AttachProcess(c.env.Config.ProcPath, p.PID)
 	if err == nil {
 		pp.attach, pp.goVersion = a, tg.GoVersion
 		// Series for the kinds this version reports from the first scrape on, so rate()
 		// sees their first pauses.
 		for _, k := range []string{gopause.Kind(tg.GoVersion, 1), gopause.Kind(tg.GoVersion, 0)} {
-			h := newHistogram(stwBuckets)
+			h := histogram.New(stwBuckets)
 			pp.hists[k] = &h
 		}
 	}
