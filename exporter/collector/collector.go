@@ -89,9 +89,6 @@ func (s *Set) Close() {
 	}
 }
 
-// Bind returns a prometheus.Collector that runs the set under ctx (the scrape's deadline).
-func (s *Set) Bind(ctx context.Context) prometheus.Collector { return boundSet{s, ctx} }
-
 type boundSet struct {
 	s   *Set
 	ctx context.Context

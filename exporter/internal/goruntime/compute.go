@@ -129,18 +129,6 @@ func AtLeastGo125(goVersion string) bool {
 	return version.Compare(v, "go1.25") >= 0
 }
 
-// ParseGODEBUG splits a GODEBUG value ("k=v,k2=v2") into a map; later keys win, fields
-// without '=' are ignored (runtime1.go parsegodebug).
-func ParseGODEBUG(s string) map[string]string {
-	out := map[string]string{}
-	for field := range strings.SplitSeq(s, ",") {
-		if k, v, ok := strings.Cut(field, "="); ok {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // GODEBUGInt returns the runtime's integer setting key after applying each GODEBUG string in
 // order (DefaultGODEBUG, then the env). As in the runtime a value that does not parse as an
 // int32 is skipped, so it leaves the previous value in place rather than resetting it.
