@@ -4,6 +4,7 @@ package collector
 
 import (
 	"fmt"
+	"github.com/alecthomas/kingpin/v2"
 	"log/slog"
 	"regexp"
 	"time"
@@ -12,6 +13,20 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
+
+func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("path.procfs", "procfs mountpoint.").Default("/proc").StringVar(&f.cfg.ProcPath)
+		app.Flag("path.sysfs", "sysfs mountpoint (cgroups are found under <sysfs>/fs/cgroup via mountinfo).").Default("/sys").StringVar(&f.cfg.SysPath)
+		f.regexpFlag(app, "cgroup.include", "Regexp of cgroup paths to watch (matched against the whole path).", ".*", func(c *Config) **regexp.Regexp { return &c.CgroupInclude })
+		f.regexpFlag(app, "cgroup.exclude", "Regexp of cgroup paths not to watch (matched against the whole path).", "", func(c *Config) **regexp.Regexp { return &c.CgroupExclude })
+		app.Flag("cgroup.bare-container-runtime", "Runtime prefix for container cgroups named by a bare 64-hex id (Kubernetes cgroupfs driver): containerd, cri-o or docker.").Default("containerd").EnumVar(&f.cfg.BareContainerRuntime, "containerd", "cri-o", "docker")
+		minRes := app.Flag("process.min-resident", "Export processes that are neither JVM nor Go when their resident memory is at least this.").Default("64MiB").Bytes()
+		f.finish = append(f.finish, func(c *Config) error { c.ProcessMinResident = uint64(*minRes); return nil })
+		f.regexpFlag(app, "process.include", "Regexp of process names to export (whole name).", ".*", func(c *Config) **regexp.Regexp { return &c.ProcessInclude })
+		f.regexpFlag(app, "process.exclude", "Regexp of process names not to export (whole name).", "", func(c *Config) **regexp.Regexp { return &c.ProcessExclude })
+	})
+}
 
 // Config is everything the collectors are configured with; main fills it from flags.
 type Config struct {

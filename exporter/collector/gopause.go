@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/alecthomas/kingpin/v2"
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +20,10 @@ import (
 )
 
 func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("gopause.max-probes", "Cap on the gopause collector's uprobes on this node (2 or 3 per Go process); processes beyond it are refused and counted in quota_exporter_gopause_refused_processes_total{reason=\"node_probe_limit\"}.").Default(strconv.Itoa(gopause.DefaultMaxProbes)).IntVar(&f.cfg.GoPauseMaxProbes)
+		app.Flag("gopause.pauses-per-second", "Pauses one process may send per second through the gopause collector's shared ring buffer; beyond it they are dropped in the kernel and counted in quota_exporter_gopause_limited_pauses_total.").Default(strconv.Itoa(gopause.DefaultPausesPerSecond)).IntVar(&f.cfg.GoPausePausesPerSecond)
+	})
 	register("gopause", false, "Go stop-the-world pause lengths, timed by entry uprobes on the runtime (needs CAP_BPF and CAP_PERFMON, host PID namespace)", newGoPauseCollector,
 		goSTWPauseDesc, goPauseAvailableDesc, goPauseAttachedDesc, goPauseLostDesc, goPauseLimitedDesc, goPauseProbesDesc, goPauseRefusedDesc)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/alecthomas/kingpin/v2"
 	"os"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 )
 
 func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("process.smaps-interval", "Minimum interval between smaps reads of one process (they walk its page tables).").Default("5m").DurationVar(&f.cfg.SmapsInterval)
+	})
 	register("smaps", true, "resident size of glibc malloc heaps from /proc/<pid>/smaps, read in the background at most every --process.smaps-interval", newSmapsCollector,
 		mallocHeapResidentDesc)
 }

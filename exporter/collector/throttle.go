@@ -4,6 +4,7 @@ package collector
 
 import (
 	"context"
+	"github.com/alecthomas/kingpin/v2"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,10 @@ import (
 )
 
 func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("throttle.window", "Window of the background throttling sampler that feeds quota_cpu_throttled_window_* histograms.").Default("1s").DurationVar(&f.cfg.ThrottleWindow)
+		app.Flag("throttle.full-histograms", "Export every bucket of quota_cpu_throttled_window_ratio and the quota_cpu_throttled_window_seconds histogram (by default: the ratio's le=0.5 and 0.9 buckets only, the per-container series budget of docs/metrics.md).").BoolVar(&f.cfg.ThrottleFullHistograms)
+	})
 	register("throttle", true, "per-window CFS throttling histograms from a background sampler of cpu.stat", newThrottleCollector,
 		throttledRatioDesc, throttledSecondsDesc, samplerCgroupsDesc, samplerSecondsDesc, samplerOpenFilesDesc, samplerWindowsDesc)
 }
