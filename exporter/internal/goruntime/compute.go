@@ -5,8 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // Source names the rule that decides a Go process's GOMAXPROCS.
@@ -146,11 +144,4 @@ func GODEBUGInt(key string, def int32, godebugs ...string) int32 {
 		}
 	}
 	return v
-}
-
-// ParseCPUList counts the CPUs in a kernel CPU list such as "0-3,8,10-11" (the
-// Cpus_allowed_list line of /proc/<pid>/status); false when malformed (kernel.CountCPUList).
-func ParseCPUList(s string) (int, bool) {
-	n, err := kernel.CountCPUList(s)
-	return n, err == nil
 }

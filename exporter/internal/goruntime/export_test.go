@@ -1,6 +1,10 @@
 package goruntime
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
+)
 
 // Exported for tests only: the product code does not use these.
 
@@ -14,4 +18,11 @@ func ParseGODEBUG(s string) map[string]string {
 		}
 	}
 	return out
+}
+
+// ParseCPUList counts the CPUs in a kernel CPU list such as "0-3,8,10-11" (the
+// Cpus_allowed_list line of /proc/<pid>/status); false when malformed (kernel.CountCPUList).
+func ParseCPUList(s string) (int, bool) {
+	n, err := kernel.CountCPUList(s)
+	return n, err == nil
 }

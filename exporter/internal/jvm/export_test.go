@@ -1,6 +1,10 @@
 package jvm
 
-import "context"
+import (
+	"context"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
+)
 
 // Exported for tests only: the product code does not use these.
 
@@ -12,4 +16,11 @@ func CountThreads(ctx context.Context, procfs string, pid int) (ThreadCounts, er
 		return nil, err
 	}
 	return ClassifyThreads(names), nil
+}
+
+// CountCPUList counts the CPUs in a list like "0-3,8,10-11"; 0 when malformed
+// (kernel.CountCPUList).
+func CountCPUList(s string) int {
+	n, _ := kernel.CountCPUList(s)
+	return n
 }

@@ -29,3 +29,10 @@ func ParseSmapsRss(b []byte) []SmapsEntry {
 	}
 	return out
 }
+
+// countCPUList counts a kernel CPU list like "0-3,8,10-11"; 0 when malformed
+// (kernel.CountCPUList), which makes onlineCPUs fall back to glibc's assumption.
+func countCPUList(s string) int {
+	n, _ := kernel.CountCPUList(s)
+	return n
+}
