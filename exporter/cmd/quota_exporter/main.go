@@ -35,7 +35,12 @@ func run(args []string) int {
 	logConfig := &promslog.Config{}
 	promslogflag.AddFlags(app, logConfig)
 	collectorFlags := collector.AddFlags(app)
-	renamed := []*renamedFlag{renamedBool(app, "collector.effective", "collector.binding", collectorFlags.Enabled("binding"))}
+	renamed := []*renamedFlag{
+		renamedBool(app, "collector.effective", "collector.binding", collectorFlags.Enabled("binding")),
+		// node_exporter's flag: nothing is read through a host root (a process's own files are
+		// read through <procfs>/<pid>/root), but DaemonSets that pass it must keep starting.
+		ignoredString(app, "path.rootfs"),
+	}
 	app.Version(version.Print("quota_exporter"))
 	app.HelpFlag.Short('h')
 	app.Command("serve", "Serve the metrics (the default).").Default()

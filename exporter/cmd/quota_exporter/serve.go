@@ -48,7 +48,6 @@ func addServeFlags(app *kingpin.Application) *serveFlags {
 		scrapeTimeout:     app.Flag("scrape.timeout", "Time bound of one scrape; collectors still reading then report failure.").Default("10s").Duration(),
 		memLimitRatio:     app.Flag("runtime.gomemlimit-ratio", "Set the Go runtime's soft memory limit (GOMEMLIMIT) to this share of the exporter's own cgroup memory limit (the lowest on its path, cgroup v1 or v2), so the heap is collected harder before the OOM killer comes. 0: leave it alone. A GOMEMLIMIT environment variable wins.").Default("0.9").Float64(),
 	}
-	_ = app.Flag("path.rootfs", "rootfs mountpoint (accepted like node_exporter's; nothing is read through it: processes' own files, such as JVM perf data, are read through <procfs>/<pid>/root).").Default("/").String()
 	f.toolkit = webflag.AddFlags(app, defaultListenAddress)
 	return f
 }
