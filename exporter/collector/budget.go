@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() { addFlags(budgetFlags) }
@@ -71,7 +71,7 @@ func newBudgets(l budget.Limits, logger *slog.Logger) *Budgets {
 
 // watch names tenants from the cgroup source's last walk (a refused read knows only its
 // tenant's key).
-func (b *Budgets) watch(cgs *source.Cgroups) {
+func (b *Budgets) watch(cgs *cgroups.Source) {
 	b.SetNamer(func(tenant string) string {
 		snap := cgs.Latest()
 		if snap == nil {

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 )
 
 func init() {
@@ -72,8 +73,8 @@ type Env struct {
 	Config    Config
 	Logger    *slog.Logger
 	Errors    *ErrorCounter
-	Cgroups   *source.Cgroups
-	Processes *source.Processes
+	Cgroups   *cgroups.Source
+	Processes *processes.Source
 	// Stuck owns the stuck-read gates (procread.Gate) of the sources and collectors and
 	// exports their stuck reads; register it with the exporter's own registry.
 	Stuck *StuckReads
@@ -100,18 +101,18 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	}
 	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath, cfg.ProcPath),
 		Descriptors: fdbudget.FromRlimit(), Budgets: newBudgets(limits, logger)}
-	opts := source.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
-		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(source.DiscoveryErrors), Budgets: env.Budgets.Book}
+	opts := cgroups.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
+		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(cgroups.DiscoveryErrors), Budgets: env.Budgets.Book}
 	if env.PodNames != nil {
 		opts.Names = env.PodNames
 	}
 	var err error
-	if env.Cgroups, err = source.NewCgroups(opts, logger, errs); err != nil {
+	if env.Cgroups, err = cgroups.New(opts, logger, errs); err != nil {
 		return nil, err
 	}
 	env.Discovery = DiscoveryStats{cgroups: env.Cgroups}
-	filter := source.Filter{MinResident: cfg.ProcessMinResident, Include: cfg.ProcessInclude, Exclude: cfg.ProcessExclude}
-	if env.Processes, err = source.NewProcesses(cfg.ProcPath, env.Cgroups, errs, env.Stuck.Gate(source.ProcessErrors), filter); err != nil {
+	filter := processes.Filter{MinResident: cfg.ProcessMinResident, Include: cfg.ProcessInclude, Exclude: cfg.ProcessExclude}
+	if env.Processes, err = processes.New(cfg.ProcPath, env.Cgroups, errs, env.Stuck.Gate(processes.ProcessErrors), filter); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)
 	}
 	env.Processes.Budgets = env.Budgets.Book

@@ -15,7 +15,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -69,7 +69,7 @@ type goPauseCollector struct {
 	unsupported bool
 
 	mu      sync.Mutex
-	procs   map[source.Key]*pausedProcess
+	procs   map[processes.Key]*pausedProcess
 	byPID   map[int]*pausedProcess
 	refused map[string]float64 // by reason
 }
@@ -83,7 +83,7 @@ type pausedProcess struct {
 }
 
 func newGoPauseCollector(env *Env) (Collector, error) {
-	c := &goPauseCollector{env: env, procs: map[source.Key]*pausedProcess{}, byPID: map[int]*pausedProcess{}, refused: map[string]float64{}}
+	c := &goPauseCollector{env: env, procs: map[processes.Key]*pausedProcess{}, byPID: map[int]*pausedProcess{}, refused: map[string]float64{}}
 	tr, err := gopause.New(c.observe, gopause.Options{MaxProbes: env.Config.GoPauseMaxProbes, PausesPerSecond: env.Config.GoPausePausesPerSecond})
 	if err != nil {
 		// Not fatal: the exporter runs on without this collector's series, says why once.
@@ -126,7 +126,7 @@ func (c *goPauseCollector) evict(keep func(pid int, start uint64) bool) {
 }
 
 // detach is called under c.mu.
-func (c *goPauseCollector) detach(k source.Key, pp *pausedProcess) {
+func (c *goPauseCollector) detach(k processes.Key, pp *pausedProcess) {
 	if pp.attach != nil {
 		pp.attach.Close()
 	}
@@ -148,8 +148,8 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 	t := newProcessTally("gopause", c.env.Errors)
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
-	procs := source.WithRuntime(all, source.RuntimeGo)
-	var fresh []*source.Process
+	procs := processes.WithRuntime(all, processes.RuntimeGo)
+	var fresh []*processes.Process
 	c.mu.Lock()
 	for _, p := range procs {
 		if _, ok := c.procs[p.Key()]; !ok {
@@ -157,7 +157,7 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		}
 	}
 	c.mu.Unlock()
-	res := source.Each(ctx, src, fresh, "gopause", func(ctx context.Context, p *source.Process) (struct{}, error) {
+	res := processes.Each(ctx, src, fresh, "gopause", func(ctx context.Context, p *processes.Process) (struct{}, error) {
 		return struct{}{}, c.attach(p)
 	})
 	for i, r := range res {
@@ -172,7 +172,7 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 			continue
 		}
 		if r.Err != nil {
-			t.add(fmt.Sprintf("pid %d", fresh[i].PID), source.CountOnce(r.Err))
+			t.add(fmt.Sprintf("pid %d", fresh[i].PID), processes.CountOnce(r.Err))
 		}
 	}
 	// Built under the lock, sent after it: the tracer's goroutine must not wait on a slow scrape.
@@ -216,7 +216,7 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 // the very file it parsed (gopause.Tracer.AttachProcess). The outcome is kept either way: a
 // process is tried once per pid and start time. A refusal is counted by reason and logged
 // once, not counted as a read error.
-func (c *goPauseCollector) attach(p *source.Process) error {
+func (c *goPauseCollector) attach(p *processes.Process) error {
 	key := p.Key()
 	pp := &pausedProcess{pid: p.PID, hists: map[string]*histogram.Histogram{}}
 	a, tg, err := c.tracer.AttachProcess(c.env.Config.ProcPath, p.PID)

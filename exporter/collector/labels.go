@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -56,6 +56,6 @@ func newProcessDesc(name, help string, extra ...string) *prometheus.Desc {
 	return newLabelledDesc(name, help, append(append([]string{}, processLabels...), extra...))
 }
 
-func processLabelValues(p *source.Process, extra ...string) []string {
+func processLabelValues(p *processes.Process, extra ...string) []string {
 	return append(cgroupLabelValues(p.Cgroup, p.Name, p.Runtime), extra...)
 }

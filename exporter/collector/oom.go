@@ -13,8 +13,8 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
@@ -40,7 +40,7 @@ type oomCollector struct {
 	env    *Env
 	w      *oomwatch.Watcher
 	syncs  *oomwatch.Syncer
-	walks  *source.Subscription // the cgroup source's walks, applied by syncs
+	walks  *cgroups.Subscription // the cgroup source's walks, applied by syncs
 	cancel context.CancelFunc
 	done   chan struct{}
 }

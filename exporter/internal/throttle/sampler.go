@@ -21,10 +21,10 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 // workers read cpu.stat files in parallel: one is plenty for thousands of cgroups, the
@@ -39,7 +39,7 @@ const closeWait = time.Second
 type Config struct {
 	// Window is the sampling interval (1 s when unset).
 	Window  time.Duration
-	Cgroups *source.Cgroups
+	Cgroups *cgroups.Source
 	// Budgets keeps the sampled-cgroups budget's books; nil: every cgroup with a quota.
 	Budgets *budget.Book
 	// Descriptors is the budget of the cpu.stat files kept open (pread each window saves an
@@ -65,7 +65,7 @@ type Sampler struct {
 
 	// discoveries tells the loop about each walk the cgroup source published (a scrape's or
 	// its schedule's); nil for a sampler whose loop is not started (tests drive it).
-	discoveries *source.Subscription
+	discoveries *cgroups.Subscription
 
 	mu      sync.Mutex
 	series  map[string]*Series
@@ -218,7 +218,7 @@ func (c *Sampler) adopt() {
 
 // apply adds the snapshot's cgroups that gained a quota and, when the walk read every
 // directory, forgets those that lost it or vanished.
-func (c *Sampler) apply(snap *source.Snapshot) {
+func (c *Sampler) apply(snap *cgroups.Snapshot) {
 	l := c.cfg.Cgroups.Layout()
 	if l.CPU == nil {
 		return
