@@ -3,14 +3,19 @@
 package collector
 
 import (
+	"fmt"
+	"github.com/alecthomas/kingpin/v2"
 	"log/slog"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
+
+func init() { addFlags(budgetFlags) }
 
 var (
 	budgetSkippedDesc = selfMetric(prometheus.NewDesc(namespace+"_exporter_budget_skipped_total",
@@ -66,7 +71,7 @@ func newBudgets(l budget.Limits, logger *slog.Logger) *Budgets {
 
 // watch names tenants from the cgroup source's last walk (a refused read knows only its
 // tenant's key).
-func (b *Budgets) watch(cgs *source.Cgroups) {
+func (b *Budgets) watch(cgs *cgroups.Source) {
 	b.SetNamer(func(tenant string) string {
 		snap := cgs.Latest()
 		if snap == nil {
@@ -97,4 +102,52 @@ func (b *Budgets) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(st.Used), st.Budget)
 	}
+}
+
+// budgetFlags adds the --budget.<name>-per-tenant and --budget.<name> flags (docs/sizing.md);
+// the limits they set become Config.Budgets once the flags are parsed.
+func budgetFlags(app *kingpin.Application, fl *Flags) {
+	def := budget.Defaults()
+	type flag struct {
+		name, unit string
+		dst        *budget.Limit
+		perTenant  *int
+		node       *int
+	}
+	var out budget.Limits
+	flags := []flag{
+		{name: "cgroups", unit: "cgroups exported (and sampled, watched, listed for processes): each tenant's top cgroups first", dst: &out.Cgroups},
+		{name: "processes", unit: "processes inspected (their /proc files read, runtimes detected), in cgroup and PID order", dst: &out.Processes},
+		{name: "series", unit: "series sent in one scrape", dst: &out.Series},
+		{name: "sampled-cgroups", unit: "cgroups with a CPU quota sampled every --throttle.window", dst: &out.SampledCgroups},
+		{name: "stuck-reads", unit: "reads of processes' files stuck in the kernel (each holds a thread; kernel cgroup files have a ceiling of their own)", dst: &out.StuckReads},
+	}
+	for i := range flags {
+		f := &flags[i]
+		l := def.Of(budgetName(f.name))
+		f.perTenant = app.Flag("budget."+f.name+"-per-tenant",
+			fmt.Sprintf("Most %s per tenant (a pod; off Kubernetes a container, else a top-level cgroup); beyond it they are skipped and counted in quota_exporter_budget_skipped_total. 0: no bound.", f.unit)).
+			Default(strconv.Itoa(l.PerTenant)).Int()
+		f.node = app.Flag("budget."+f.name,
+			fmt.Sprintf("Most %s on the node; beyond it the largest tenants are cut to a common share. 0: no bound.", f.unit)).
+			Default(strconv.Itoa(l.Node)).Int()
+	}
+	fl.finish = append(fl.finish, func(cfg *Config) error {
+		for _, f := range flags {
+			*f.dst = budget.Limit{PerTenant: max(*f.perTenant, 0), Node: max(*f.node, 0)}
+		}
+		cfg.Budgets = &out
+		return nil
+	})
+}
+
+// budgetName is the budget's name in metrics for its flag's name.
+func budgetName(flag string) string {
+	switch flag {
+	case "sampled-cgroups":
+		return budget.SampledCgroups
+	case "stuck-reads":
+		return budget.StuckReads
+	}
+	return flag
 }

@@ -5,9 +5,7 @@ package collector
 import (
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -94,61 +92,20 @@ func (e emitter) pairsWith(d *prometheus.Desc, extra []string) ([]*dto.LabelPair
 	if len(extra) == 0 {
 		return e.pairs, true
 	}
-	dl := labelsOf(d, len(e.names)+len(extra))
-	if dl == nil || !slices.Equal(dl.names[:len(e.names)], e.names) {
+	names := descLabels[d]
+	if len(names) != len(e.names)+len(extra) || !slices.Equal(names[:len(e.names)], e.names) {
 		return nil, false
 	}
-	pairs := make([]*dto.LabelPair, 0, len(e.pairs)+len(dl.consts)+len(extra))
-	pairs = append(append(pairs, e.pairs...), dl.consts...)
+	pairs := make([]*dto.LabelPair, 0, len(e.pairs)+len(extra))
+	pairs = append(pairs, e.pairs...)
 	values := make([]string, len(extra)) // one allocation for the values' addresses
 	for i, v := range extra {
 		if values[i] = tenantstr.Label(v); values[i] != "" {
-			pairs = append(pairs, &dto.LabelPair{Name: &dl.names[len(e.names)+i], Value: &values[i]})
+			pairs = append(pairs, &dto.LabelPair{Name: &names[len(e.names)+i], Value: &values[i]})
 		}
 	}
 	slices.SortFunc(pairs, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return pairs, true
-}
-
-// descLabels are a descriptor's variable label names in order, and its constant pairs.
-type descLabels struct {
-	names  []string
-	consts []*dto.LabelPair
-}
-
-// descLabelCache maps a *prometheus.Desc to its *descLabels (nil: not learnable).
-var descLabelCache sync.Map
-
-// labelsOf learns d's variable label names once: prometheus.Desc does not expose them, so
-// it writes a metric with n numbered placeholder values and reads back which name got
-// which. nil when d does not take n values.
-func labelsOf(d *prometheus.Desc, n int) *descLabels {
-	if v, ok := descLabelCache.Load(d); ok {
-		return v.(*descLabels)
-	}
-	var dl *descLabels
-	placeholders := make([]string, n)
-	for i := range placeholders {
-		placeholders[i] = "\x00" + strconv.Itoa(i)
-	}
-	var out dto.Metric
-	if m, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, 0, placeholders...); err == nil && m.Write(&out) == nil {
-		dl = &descLabels{names: make([]string, n)}
-		found := 0
-		for _, lp := range out.Label {
-			if i, err := strconv.Atoi(strings.TrimPrefix(lp.GetValue(), "\x00")); err == nil && strings.HasPrefix(lp.GetValue(), "\x00") && i < n {
-				dl.names[i] = lp.GetName()
-				found++
-			} else {
-				dl.consts = append(dl.consts, lp)
-			}
-		}
-		if found != n {
-			dl = nil
-		}
-	}
-	v, _ := descLabelCache.LoadOrStore(d, dl)
-	return v.(*descLabels)
 }
 
 // with appends extra label values, made valid UTF-8 (a JVM's version string comes from its

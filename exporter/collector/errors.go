@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 // logEvery limits the log to one line per collector and reason in this interval: a
@@ -76,7 +76,7 @@ func Reason(err error) string {
 // recently. It returns the reason.
 func (e *ErrorCounter) Record(collector, subject string, err error) string {
 	reason := Reason(err)
-	if _, ok := err.(source.Counted); ok {
+	if _, ok := err.(cgroups.Counted); ok {
 		return reason
 	}
 	e.vec.WithLabelValues(collector, reason).Inc()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 )
 
 func init() {
@@ -48,7 +48,7 @@ type heapLayout struct {
 }
 
 // heapSlot is the one owner of each process's heap layout; smaps reads it too.
-var heapSlot = source.NewSlot[heapLayout]()
+var heapSlot = processes.NewSlot[heapLayout]()
 
 type mallocCollector struct{ env *Env }
 
@@ -57,7 +57,7 @@ func newMallocCollector(env *Env) (Collector, error) { return &mallocCollector{e
 // heapLayoutOf returns the heap layout of p kept on its state, re-reading it (maps, a few
 // words of mem, environ once) when older than mallocRefresh. The malloc collector and the
 // smaps refresher both read it from here.
-func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout, error) {
+func heapLayoutOf(ctx context.Context, env *Env, p *processes.Process) (heapLayout, error) {
 	h := heapSlot.Load(p)
 	if !h.at.IsZero() && time.Since(h.at) < mallocRefresh {
 		return h, nil
@@ -85,12 +85,12 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	procs, _ := c.env.Processes.Processes(ctx)
 	heuristic := 0
 	// maps, mem and environ, in parallel and skipped per process while stuck.
-	res := source.Each(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *source.Process) (heapLayout, error) {
+	res := processes.Each(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *processes.Process) (heapLayout, error) {
 		return heapLayoutOf(ctx, c.env, p)
 	})
 	for i, r := range res {
 		p, entry := procs[i], r.Value
-		t.add(fmt.Sprintf("pid %d", p.PID), source.CountOnce(r.Err))
+		t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
 		if entry.failed || entry.state == nil {
 			continue
 		}

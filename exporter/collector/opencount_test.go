@@ -133,7 +133,7 @@ func allDirs(t testing.TB, root string) []string {
 // checkOnce fails for every per-process or per-cgroup file opened more than once in one
 // scrape (cgroup.procs included: the walk lists it once and hands the PIDs on).
 // pidStat is a process's stat file, which the process source reads again after each round of
-// reads by PID (source.Each) to tell the process from a later one with the same PID.
+// reads by PID (processes.Each) to tell the process from a later one with the same PID.
 var pidStat = regexp.MustCompile(`/proc/[0-9]+/stat$`)
 
 // maxPIDRounds is the most rounds of reads by PID of one process in a scrape: detection, then

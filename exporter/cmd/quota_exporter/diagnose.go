@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -25,7 +24,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/history"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/series"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // Exit status of diagnose (docs/diagnose.md): findings' worst severity, or 3.
@@ -199,7 +198,9 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	if uid := os.Geteuid(); uid != 0 || denied != "" {
 		notes = append(notes, fmt.Sprintf("running as uid %d%s: the JVM, Go and arena findings need root with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH and may be missing (docs/diagnose.md)", uid, denied))
 	}
-	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Span: span, End: time.Now(), HostCPUs: hostCPUs(cfg.SysPath), WarmupPeriod: warmup})
+	// glibc's arena limit uses the online CPUs, not the quota (0 when unreadable).
+	online, _ := kernel.OnlineCPUs(cfg.SysPath)
+	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Span: span, End: time.Now(), HostCPUs: online, WarmupPeriod: warmup})
 	wins.Apply(ws)
 	return ws, span, notes, overruns(env.Budgets), nil
 }
@@ -274,16 +275,5 @@ func permissionErrors(mfs []*dto.MetricFamily) float64 {
 			}
 		}
 	}
-	return n
-}
-
-// hostCPUs counts the host's online CPUs (glibc's arena limit uses them, not the quota);
-// 0 when unreadable.
-func hostCPUs(sysfs string) int {
-	b, err := os.ReadFile(filepath.Join(sysfs, "devices", "system", "cpu", "online"))
-	if err != nil {
-		return 0
-	}
-	n, _ := goruntime.ParseCPUList(strings.TrimSpace(string(b)))
 	return n
 }

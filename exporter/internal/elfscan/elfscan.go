@@ -11,7 +11,6 @@
 package elfscan
 
 import (
-	"bytes"
 	"context"
 	"debug/elf"
 	"encoding/binary"
@@ -412,18 +411,4 @@ func (w *Window) Bytes(off uint64, n int) ([]byte, error) {
 	}
 	w.at, w.n = off, k
 	return w.buf[:min(uint64(k), want)], nil
-}
-
-// CString returns the NUL-terminated string at off of w, if it is at most limit bytes
-// (limit below the window's buffer); ok is false when it is longer or unterminated. The
-// slice is valid until w's next call.
-func (w *Window) CString(off uint64, limit int) (s []byte, ok bool, err error) {
-	b, err := w.Bytes(off, limit+1)
-	if err != nil {
-		return nil, false, err
-	}
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		return b[:i], true, nil
-	}
-	return nil, false, nil
 }

@@ -87,13 +87,6 @@ func readStatus(ctx context.Context, procfs string, pid int) (procStatus, error)
 
 func parseStatus(b []byte, pid int) procStatus { return procstatus.Parse(b, pid) }
 
-// CountCPUList counts the CPUs in a list like "0-3,8,10-11"; 0 when malformed
-// (kernel.CountCPUList).
-func CountCPUList(s string) int {
-	n, _ := kernel.CountCPUList(s)
-	return n
-}
-
 // vanished maps a process that went away to os.ErrNotExist (ESRCH shows up on some reads).
 func vanished(err error) error { return kernel.Vanished(err) }
 

@@ -67,6 +67,16 @@ func CountCPUList(s string) (int, error) {
 	return n, nil
 }
 
+// OnlineCPUs counts the host's online CPUs (<sysfs>/devices/system/cpu/online): what glibc
+// sizes its arena limit by, whatever the cgroup's quota or cpuset.
+func OnlineCPUs(sysfs string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(sysfs, "devices", "system", "cpu", "online"))
+	if err != nil {
+		return 0, err
+	}
+	return CountCPUList(string(b))
+}
+
 // cpuNumber parses a CPU number; longer strings are refused before strconv, whose errors
 // hold a copy of their input.
 func cpuNumber(s string) (uint64, error) {

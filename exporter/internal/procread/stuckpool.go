@@ -3,7 +3,6 @@ package procread
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 )
@@ -104,20 +103,6 @@ func (p *Pool) AtBudget() map[string]int {
 			out[t] = r.stuck
 		}
 	}
-	return out
-}
-
-// StuckTenants lists the tenants with stuck reads, sorted (for logs and tests).
-func (p *Pool) StuckTenants() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []string
-	for t, r := range p.tenants {
-		if r.stuck > 0 {
-			out = append(out, t)
-		}
-	}
-	sort.Strings(out)
 	return out
 }
 

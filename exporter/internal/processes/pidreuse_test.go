@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package processes
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
@@ -58,12 +59,12 @@ func TestEachDiscardsReadingOfReusedPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
-	cgroups, err := NewCgroups(Options{ProcPath: "/proc", SysPath: "/sys", Include: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")},
+	cgroups, err := cgroups.New(cgroups.Options{ProcPath: "/proc", SysPath: "/sys", Include: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), &countErrs{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewProcesses("/proc", cgroups, &countErrs{}, nil, Filter{})
+	src, err := New("/proc", cgroups, &countErrs{}, nil, Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

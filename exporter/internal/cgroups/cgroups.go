@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package cgroups
 
 import (
 	"context"
@@ -42,11 +42,11 @@ const SettingsBudget = time.Second
 // directories its walk could not read, whatever collectors are enabled.
 const DiscoveryErrors = "discovery"
 
-// Cgroups discovers the watched cgroups, publishes each complete walk as an immutable
+// Source discovers the watched cgroups, publishes each complete walk as an immutable
 // Snapshot (with a generation and the binding limits), tells subscribers what came and went,
 // and caches the cgroups' slowly changing CPU settings; shared by the collectors and the
 // process source. Each fresh walk forgets the settings of cgroups that are gone.
-type Cgroups struct {
+type Source struct {
 	layout *cgroupfs.Layout
 	opts   cgroupfs.WalkOptions
 	errors Recorder
@@ -104,8 +104,8 @@ type Options struct {
 	Budgets *budget.Book
 }
 
-// NewCgroups reads the hierarchy layout from mountinfo.
-func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error) {
+// New reads the hierarchy layout from mountinfo.
+func New(o Options, logger *slog.Logger, errs Recorder) (*Source, error) {
 	layout, err := cgroupfs.ReadLayout(o.ProcPath, o.SysPath)
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 	if bare == "" {
 		bare = cgroupfs.RuntimeContainerd
 	}
-	return &Cgroups{
+	return &Source{
 		layout: layout,
 		opts: cgroupfs.WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
 			Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
@@ -147,17 +147,17 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 
 // Expire makes the next Cgroups call walk again, whatever MaxAge (a new scrape, in tests and
 // benchmarks).
-func (s *Cgroups) Expire() {
+func (s *Source) Expire() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expired = true
 }
 
 // WalkOptions are the options of the scrape's discovery walk (a copy).
-func (s *Cgroups) WalkOptions() cgroupfs.WalkOptions { return s.opts }
+func (s *Source) WalkOptions() cgroupfs.WalkOptions { return s.opts }
 
 // Layout is the hierarchy layout found at start.
-func (s *Cgroups) Layout() *cgroupfs.Layout { return s.layout }
+func (s *Source) Layout() *cgroupfs.Layout { return s.layout }
 
 // Snapshot returns the last walk when younger than MaxAge, else walks the hierarchies.
 // The walk's unreadable directories are counted here (collector "discovery") when the walk
@@ -166,7 +166,7 @@ func (s *Cgroups) Layout() *cgroupfs.Layout { return s.layout }
 // it only until its own ctx ends (then it gets an empty snapshot, Generation 0, and a
 // timeout): no caller waits on a lock held across the walk's system calls. A walk cut short
 // by its ctx is returned to its callers but not published (Generation 0).
-func (s *Cgroups) Snapshot(ctx context.Context) *Snapshot {
+func (s *Source) Snapshot(ctx context.Context) *Snapshot {
 	s.mu.Lock()
 	if snap := s.latest.Load(); snap != nil && !s.expired && time.Since(snap.At) < s.MaxAge {
 		s.mu.Unlock()
@@ -188,7 +188,7 @@ func (s *Cgroups) Snapshot(ctx context.Context) *Snapshot {
 }
 
 // Cgroups is Snapshot's cgroups and walk errors.
-func (s *Cgroups) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
+func (s *Source) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
 	snap := s.Snapshot(ctx)
 	return snap.Cgroups, snap.Errs
 }
@@ -199,7 +199,7 @@ type walk struct {
 	snap *Snapshot
 }
 
-func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
+func (s *Source) runWalk(ctx context.Context, w *walk) {
 	d := s.layout.DiscoverAll(ctx, s.opts)
 	cgs, errs := d.Cgroups, d.Errs
 	if s.dropPIDs {
@@ -241,7 +241,7 @@ func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
 
 // HostPIDNamespace reports whether the exporter runs in the host's PID namespace, where
 // cgroup.procs lists every process (see pidNamespace).
-func (s *Cgroups) HostPIDNamespace() bool { return s.hostPIDs }
+func (s *Source) HostPIDNamespace() bool { return s.hostPIDs }
 
 // initPIDNamespace is the inode of the kernel's initial PID namespace (PROC_PID_INIT_INO,
 // include/linux/proc_ns.h): the host's, fixed since Linux 3.8.
@@ -265,7 +265,7 @@ const skippedLogEvery = 5 * time.Minute
 
 // logSkipped logs one line when a walk finds more cgroups below containers than the last one
 // logged, at most every skippedLogEvery; the count is exported by the snapshot's Skipped.
-func (s *Cgroups) logSkipped(sk cgroupfs.Skipped) {
+func (s *Source) logSkipped(sk cgroupfs.Skipped) {
 	s.skippedMu.Lock()
 	defer s.skippedMu.Unlock()
 	if sk.BelowContainer <= s.skippedLogged || time.Since(s.skippedAt) < skippedLogEvery {
@@ -294,7 +294,7 @@ func labelPaths(cgs []cgroupfs.Cgroup) {
 // withinBudget keeps the cgroups the cgroup budget allows (each tenant's top ones first) and
 // records the tenants it cut. What is left out is not exported, sampled, watched for OOM
 // kills or listed for processes: for the rest of the exporter it does not exist.
-func (s *Cgroups) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
+func (s *Source) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
 	if s.budgets == nil {
 		return cgs
 	}
@@ -325,7 +325,7 @@ type CPUSettings struct {
 // timeout and skipped by the gate while stuck (quota_exporter_stuck_reads{collector="discovery",
 // kind="cpu settings"}); until it returns, callers get the last settings read (or none)
 // at once, without an error.
-func (s *Cgroups) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {
+func (s *Source) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {
 	s.settingsMu.Lock()
 	st, ok := s.settings[cg.Path]
 	if !ok || time.Since(st.at) >= settingsMaxAge {
@@ -348,7 +348,7 @@ func (s *Cgroups) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error)
 }
 
 // readSettings reads cg's settings under the budget and the gate and stores the result.
-func (s *Cgroups) readSettings(cg cgroupfs.Cgroup) {
+func (s *Source) readSettings(cg cgroupfs.Cgroup) {
 	type result struct {
 		st  CPUSettings
 		err error
@@ -378,7 +378,7 @@ func (s *Cgroups) readSettings(cg cgroupfs.Cgroup) {
 }
 
 // forgetSettings drops the settings of cgroups that are gone.
-func (s *Cgroups) forgetSettings(cgs []cgroupfs.Cgroup) {
+func (s *Source) forgetSettings(cgs []cgroupfs.Cgroup) {
 	seen := make(map[string]bool, len(cgs))
 	for _, cg := range cgs {
 		seen[cg.Path] = true
@@ -433,7 +433,7 @@ func pathFilter(include, exclude *regexp.Regexp) func(string) bool {
 
 // JVMCgroup describes a JVM's cgroup as the JVM's container detection sees it: the quota
 // discovery read, shares or weight from the settings cache, the ancestors' limits.
-func (s *Cgroups) JVMCgroup(cg cgroupfs.Cgroup) jvm.CgroupCPU {
+func (s *Source) JVMCgroup(cg cgroupfs.Cgroup) jvm.CgroupCPU {
 	l := s.Layout()
 	var out jvm.CgroupCPU
 	if l.CPU != nil {
