@@ -317,8 +317,12 @@ func TestSlowClientsMemoryBounded(t *testing.T) {
 		}
 	}
 	t.Logf("%d of the %d slow clients were answered whole or cut before the write timeout; heap: %s", cut, slowClients, strings.Join(metricLinesOf(body, "go_memstats_heap_inuse_bytes", "go_memstats_heap_sys_bytes"), ", "))
-	if limit := 12 * size / 1024; grown > limit {
-		t.Errorf("peak RSS grew by %d KiB with %d slow clients: more than 12 responses (%d KiB)", grown, slowClients, limit)
+	// At most 4 responses are built and 2 held at once; the heap around them (the collections,
+	// the encoders, what the GC has not yet returned: it lags furthest on a saturated machine,
+	// 13.3 responses measured at load average 65) is at most about as much again. Unbounded
+	// buffering grew it by 174 responses for these 40 clients.
+	if limit := 16 * size / 1024; grown > limit {
+		t.Errorf("peak RSS grew by %d KiB with %d slow clients: more than 16 responses (%d KiB)", grown, slowClients, limit)
 	}
 }
 
