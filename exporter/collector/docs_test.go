@@ -62,7 +62,8 @@ Every per-cgroup series carries the identity labels ` + "`cgroup`" + ` (path fro
 ` + "`pod_uid`" + `, ` + "`container_id`" + ` (runtime-prefixed as kube-state-metrics writes it) and ` + "`qos_class`" + `,
 absent where the path does not show them, and the Kubernetes names ` + "`namespace`" + `, ` + "`pod`" + ` and
 ` + "`container`" + ` where the kubelet's log directories under ` + "`--path.podlogs`" + ` (default /var/log) name the pod
-UID or container id (pod-level cgroups: ` + "`namespace`" + ` and ` + "`pod`" + ` only). No series carries an empty-valued
+UID or container id (pod-level cgroups: ` + "`namespace`" + ` and ` + "`pod`" + ` only; a pod's sandbox: ` + "`container=\"POD\"`" + `,
+see docs/cgroups.md for each node layout). No series carries an empty-valued
 label. Per-process series add ` + "`process`" + ` (comm, or a
 JVM's main class / jar, made unique within a cgroup) and ` + "`runtime`" + ` (jvm, go, other; unknown while a process's runtime
 detection is blocked in the kernel, e.g. behind its mmap_lock: its stat and status series are exported meanwhile).

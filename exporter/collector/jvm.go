@@ -98,8 +98,8 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			e.gauge(jvmThreadsDesc, float64(info.Threads[k]), string(k))
 		}
 		if !info.PerfDataAvailable() || info.Counters == nil {
-			if u := info.Unavailable; u != nil && (u.Reason == jvm.ReasonStale || u.Reason == jvm.ReasonForeign) {
-				t.add(fmt.Sprintf("pid %d", p.PID), u) // perf_data_mismatch: another process's file
+			if u := info.Unavailable; u != nil && u.Mismatch() {
+				t.add(fmt.Sprintf("pid %d", p.PID), u) // perf_data_mismatch: another process's file, or nobody's
 			}
 			e.gauge(jvmPerfDataDesc, 0)
 			c.logUnavailable(p, info)

@@ -407,6 +407,9 @@ local utils = import '../lib/utils.libsonnet';
             // alerts join). A container kube-state-metrics no longer lists (restarted: its info
             // now carries the new container id, as for the OOM-killed container whose kill counter
             // the exporter keeps) still gets its pod's namespace and name through the pod UID.
+            // A static pod's cgroups carry the kubelet's hash of its manifest as pod UID, which
+            // kube_pod_info (the mirror pod's own UID) never shows: its containers, which
+            // kube-state-metrics lists by id from the mirror pod's status, name its pod UID.
             record: 'cgroup:quota_kube_names:info',
             expr: |||
               (
@@ -420,7 +423,15 @@ local utils = import '../lib/utils.libsonnet';
                   quota_cpu_usage_seconds_total{%(sel)s, pod_uid!=""} or quota_memory_oom_kills_total{%(sel)s, pod_uid!=""}
                 )
                   * on(%(ksmPrefix)spod_uid) group_left(namespace, pod)
-                max by (%(ksmPrefix)spod_uid, namespace, pod) (label_replace(kube_pod_info{%(ksm)s}, "pod_uid", "$1", "uid", "(.*)"))
+                (
+                  max by (%(ksmPrefix)spod_uid, namespace, pod) (label_replace(kube_pod_info{%(ksm)s}, "pod_uid", "$1", "uid", "(.*)"))
+                    or
+                  max by (%(ksmPrefix)spod_uid, namespace, pod) (
+                    group by (%(ksmPrefix)spod_uid, container_id) (quota_cpu_usage_seconds_total{%(sel)s, pod_uid!="", container_id!=""})
+                      * on(%(ksmPrefix)scontainer_id) group_left(namespace, pod)
+                    max by (%(ksmPrefix)scontainer_id, namespace, pod) (kube_pod_container_info{%(ksm)s, container_id!=""})
+                  )
+                )
               )
               or on(%(join)s)
               group by (%(join)s) (

@@ -144,7 +144,7 @@ func run(args []string) int {
 	defer set.Close()
 
 	exporterReg := prometheus.NewRegistry()
-	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck, env.PodNames)
+	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck, env.PodNames, env.Discovery)
 	if !*noExporter {
 		exporterReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

@@ -14,9 +14,10 @@ type Recorder interface {
 	Record(collector, subject string, err error) string
 }
 
-// Namer gives a discovered cgroup its Kubernetes names.
+// Namer gives one walk's cgroups their Kubernetes names (and tells sandboxes from
+// containers, which needs the pod's other cgroups).
 type Namer interface {
-	Name(cg *cgroupfs.Cgroup)
+	Name(cgs []cgroupfs.Cgroup)
 }
 
 // Counted wraps an error that has been counted already (a walk error of a cached discovery):

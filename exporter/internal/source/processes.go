@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
@@ -154,6 +155,11 @@ type Processes struct {
 	fs       procfs.FS
 	// JVM reads perf data and caches flags and layout per JVM.
 	JVM *jvm.Inspector
+	// GoBuilds and Allocators keep what is derived from each executable file (its Go build
+	// info, the allocator its dynamic symbols tell), shared by the processes of one binary
+	// and kept by the file's identity (execache), at most maxExecutables of each.
+	GoBuilds   *execache.Cache[goruntime.Build]
+	Allocators *execache.Cache[string]
 	// detectors tell a process's runtime, in order (see newDetectors).
 	detectors []detector
 	// envKeys are the only environment variables read (the Go and malloc readers' keys).
@@ -201,11 +207,16 @@ func NewProcesses(procPath string, cgroups *Cgroups, errs Recorder, gate *procre
 		gate = procread.NewGate(ProcessErrors)
 	}
 	s := &Processes{Filter: filter, procPath: procPath, cgroups: cgroups, errors: errs, fs: fs, MaxAge: DiscoveryMaxAge,
-		JVM: &jvm.Inspector{Procfs: procPath}, gate: gate, states: map[Key]*state{}}
+		JVM: &jvm.Inspector{Procfs: procPath}, gate: gate, states: map[Key]*state{},
+		GoBuilds: execache.New[goruntime.Build](maxExecutables), Allocators: execache.New[string](maxExecutables)}
 	s.detectors = newDetectors(s)
 	s.envKeys = append(goruntime.EnvKeys(), malloc.EnvKeys()...)
 	return s, nil
 }
+
+// maxExecutables caps the executable files whose derived facts are kept (a few hundred bytes
+// each: capped strings); beyond it the least recently used goes.
+const maxExecutables = 1024
 
 // envRefresh: the environment of a running process does not change (environ is the initial
 // one); re-read it with the readers that use it, on their 30 s clock, in case of an exec.
