@@ -27,9 +27,16 @@ local utils = import '../lib/utils.libsonnet';
     local cgroupAlert(name, severity, expr, forDuration, summary, description) =
       alert(name, severity, named(expr), forDuration, summary, description),
 
-    // The workload: namespace/pod/container when known, the cgroup path otherwise.
-    local where = '{{ with $labels.pod }}{{ $labels.namespace }}/{{ . }}{{ with $labels.container }}/{{ . }}{{ end }}'
-                  + '{{ else }}{{ $labels.cgroup }}{{ end }} on {{ $labels.instance }}',
+    // The workload and what it is: a container of a pod, a pod (the pod slice, where the pod alone
+    // holds the limits), or a cgroup by its path (no Kubernetes names). A sandbox never alerts.
+    local where = '{{ with $labels.container }}container {{ . }} of {{ end }}{{ with $labels.pod }}pod {{ $labels.namespace }}/{{ . }}'
+                  + '{{ else }}cgroup {{ $labels.cgroup }}{{ end }} on {{ $labels.instance }}',
+    // The one number a runtime alert's cause needs that its value cannot carry: the CPU limit, in
+    // the only template query of the mixin (run while the alert fires).
+    local limitCores =
+      local m = utils.labelMatchers(c.cgroupJoinLabels);
+      '{{ with printf `cgroup:quota_cpu_limit_cores:binding{%s}` %s | query }}{{ . | first | value | printf "%%.2g" }}{{ end }}'
+      % [m.fmt, m.args],
     // A string the watched process chose (its executable name): the exporter has already capped it
     // and replaced control characters; here every character that chat receivers read as markup or
     // a mention (Slack's <!channel>, Markdown) becomes "?" (docs/security.md).
@@ -116,7 +123,7 @@ local utils = import '../lib/utils.libsonnet';
             ],
             if parallelism == 'quota_go_gomaxprocs' then c.goMaxProcsFor else c.gcThreadsFor,
             summary,
-            description + (if severity == 'info' then ', not throttled yet.' else ', and is throttled.')
+            description + (if severity == 'info' then ', not throttled yet.' else ', which is throttled.')
           )
           for severity in [if parallelism == 'quota_go_gomaxprocs' then c.severities.goMaxProcs else c.severities.gcThreads, 'info']
         ],
@@ -126,16 +133,16 @@ local utils = import '../lib/utils.libsonnet';
           1,
           'process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio',
           'A JVM runs far more parallel GC threads than its CPU limit.',
-          'JVM ' + process + ' of ' + where + ' runs {{ $value | printf "%.0f" }} parallel GC threads, more than '
-          + c.gcThreadsPerLimitCore + ' per core of its CPU limit'
+          '{{ $value | printf "%.0f" }} parallel GC threads against a ' + limitCores + '-core CPU limit in JVM '
+          + process + ' of ' + where
         ) + runtime(
           'QuotaGoMaxProcsExceedsCPULimit',
           'quota_go_gomaxprocs',
           2,
           'process:quota_go_gomaxprocs_over_cpu_limit:ratio',
           'A Go program runs with GOMAXPROCS far above its CPU limit.',
-          'Go program ' + process + ' of ' + where + ' runs with GOMAXPROCS={{ $value | printf "%.0f" }}, more than '
-          + c.goMaxProcsPerLimitCore + ' per core of its CPU limit'
+          'GOMAXPROCS={{ $value | printf "%.0f" }} against a ' + limitCores + '-core CPU limit in Go program '
+          + process + ' of ' + where
         ) + [
           // Measured pauses (--collector.gopause), one alert per container: the worst process.
           cgroupAlert(

@@ -34,7 +34,7 @@ const (
 var require = testenv.Require
 
 // expectation: the alert (any of names) a scenario must raise, and what its description
-// must say.
+// must say. limit is the scenario's CPU limit in cores as the description prints it (%.2g).
 type expectation struct {
 	scenario string
 	names    []string
@@ -42,7 +42,8 @@ type expectation struct {
 	// cgroupLevel: the alert aggregates its processes away (no process or runtime label).
 	cgroupLevel bool
 	severity    map[string]string
-	desc        []*regexp.Regexp
+	desc        func(limit string) []*regexp.Regexp
+	quotaCores  float64
 }
 
 func lit(s string) *regexp.Regexp { return regexp.MustCompile(regexp.QuoteMeta(s)) }
@@ -54,24 +55,39 @@ const duration = `[0-9.]+(ms|us|ns|s)`
 func (e expectation) key() string { return e.scenario + " " + strings.Join(e.names, "|") }
 
 func expectations() []expectation {
+	cores := func(scenario string, def float64) float64 {
+		if us, ok := stack.SmallHostQuotas[scenario]; ok {
+			return float64(us) / 100000
+		}
+		return def
+	}
 	return []expectation{
 		{
 			scenario: "jvm-gc-storm", names: []string{"QuotaJVMGCThreadsExceedCPULimit"}, process: "GcStorm",
-			desc: []*regexp.Regexp{
-				regexp.MustCompile(`^JVM GcStorm of quota-demo/jvm-gc-storm-[^/ ]+/jvm-gc-storm on .* runs 18 parallel GC threads`),
-				lit(", and is throttled."),
+			quotaCores: cores("jvm-gc-storm", 1),
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					lit("18 parallel GC threads against a " + limit + "-core CPU limit in JVM GcStorm of "),
+					lit(", which is throttled"),
+				}
 			},
 		},
 		{
 			scenario: "jvm-warmup", names: []string{"QuotaCPUThrottlingDuringWarmup"},
-			desc: []*regexp.Regexp{
-				regexp.MustCompile(`was throttled in [0-9.]+% of its CFS periods while its main process warmed up`),
+			quotaCores: cores("jvm-warmup", 1),
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					regexp.MustCompile(`was throttled in [0-9.]+% of its CFS periods while its main process warmed up\.$`),
+				}
 			},
 		},
 		{
 			scenario: "go-gomaxprocs", names: []string{"QuotaGoMaxProcsExceedsCPULimit"}, process: "go-gomaxprocs",
-			desc: []*regexp.Regexp{
-				regexp.MustCompile(`^Go program go-gomaxprocs of .* runs with GOMAXPROCS=16, more than 2 per core of its CPU limit`),
+			quotaCores: 0.5,
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					regexp.MustCompile(`^GOMAXPROCS=16 against a ` + regexp.QuoteMeta(limit) + `-core CPU limit in Go program go-gomaxprocs of `),
+				}
 			},
 		},
 		{
@@ -79,24 +95,39 @@ func expectations() []expectation {
 			// busy, so every stop-the-world waits for threads the quota has descheduled (seed 004:
 			// 50-100+ ms). One alert per container: no process label.
 			scenario: "go-gomaxprocs", names: []string{"QuotaGoSTWInflation"}, cgroupLevel: true,
-			desc: []*regexp.Regexp{
-				regexp.MustCompile(`^The p99 Go stop-the-world pause in quota-demo/go-gomaxprocs-[^/ ]+/go-gomaxprocs .* was ` + duration + ` over 10 minutes`),
+			quotaCores: 0.5,
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					regexp.MustCompile(`^The p99 Go stop-the-world pause in container go-gomaxprocs .* was ` + duration + ` over 10 minutes`),
+				}
 			},
 		},
 		{
 			scenario: "rss-creep", names: []string{"QuotaMallocArenaBloat", "QuotaMemoryCreep"}, process: "rss_creep",
-			desc: []*regexp.Regexp{regexp.MustCompile(
-				`^\d+ glibc malloc arenas in rss_creep of .* hold more than [0-9.]+% of its RSS|^The working set of `)},
+			quotaCores: 1,
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{regexp.MustCompile(
+					`^\d+ glibc malloc arenas in rss_creep of .* hold more than [0-9.]+% of its RSS|^The working set of (container|cgroup) `)}
+			},
 		},
 		{
 			// The kubelet's case: the container is OOM-killed, its cgroup removed at once, and a new
 			// container (new id and cgroup) started in the same pod. The alert names the dead one.
 			scenario: "oom-crash", names: []string{"QuotaContainerOOMKilled"},
-			desc: []*regexp.Regexp{regexp.MustCompile(`^1 process\(es\) in quota-demo/oom-crash-[^/ ]+/oom-crash on .* were killed by the OOM killer`)},
+			quotaCores: 1,
+			desc: func(string) []*regexp.Regexp {
+				return []*regexp.Regexp{regexp.MustCompile(`^1 process\(es\) in .* were killed by the OOM killer`),
+					lit("container oom-crash of pod quota-demo/oom-crash-")}
+			},
 		},
 		{
 			scenario: "kernel-contention", names: []string{"QuotaHighSystemCPUUnderQuota"},
-			desc: []*regexp.Regexp{regexp.MustCompile(`^System \(kernel\) time is [0-9.]+% of the CPU time of .*, which is throttled\.$`)},
+			quotaCores: cores("kernel-contention", 1),
+			desc: func(limit string) []*regexp.Regexp {
+				return []*regexp.Regexp{
+					regexp.MustCompile(`^System \(kernel\) time is [0-9.]+% of the CPU time`),
+				}
+			},
 		},
 	}
 }
@@ -327,10 +358,15 @@ func checkAlert(t *testing.T, st *stack.Stack, e expectation, a stack.Received) 
 		t.Errorf("%s %s: severity %q delivered to %s, want %s", e.scenario, name, a.Labels["severity"], a.Path, wantPath)
 	}
 	desc := a.Annotations["description"]
-	for _, re := range e.desc {
+	limit := fmt.Sprintf("%.2g", e.quotaCores)
+	for _, re := range e.desc(limit) {
 		if !re.MatchString(desc) {
 			t.Errorf("%s %s: description does not match %q:\n%s", e.scenario, name, re, desc)
 		}
+	}
+	// A template lookup that found nothing prints "?": every number must have been found.
+	if strings.Contains(desc, "?") {
+		t.Errorf("%s %s: description has an unresolved value (?):\n%s", e.scenario, name, desc)
 	}
 	if a.Annotations["summary"] == "" || !strings.Contains(a.Annotations["runbook_url"], strings.ToLower(name)) {
 		t.Errorf("%s %s: summary %q, runbook_url %q", e.scenario, name, a.Annotations["summary"], a.Annotations["runbook_url"])
