@@ -250,7 +250,7 @@ func BenchmarkSamplerWindow(b *testing.B) {
 // in production). Root only.
 func BenchmarkSamplerWindowRealCgroups(b *testing.B) {
 	testutil.RequireV1Cgroups(b)
-	parent := filepath.Join(testutil.V1Root, "cpu", "quota_exporter_bench")
+	parent := filepath.Join(testutil.V1Root, "cpu", "quota_exporter_bench.slice") // each cgroup a tenant of its own, as on a node
 	defer func() {
 		entries, _ := os.ReadDir(parent)
 		for _, e := range entries {

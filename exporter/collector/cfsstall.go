@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cfsstall"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 )
@@ -111,6 +112,7 @@ func (c *cfsStallCollector) Close() {
 }
 
 func (c *cfsStallCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	if c.tracer == nil {
 		ch <- prometheus.MustNewConstMetric(stallAvailableDesc, prometheus.GaugeValue, 0)
 		return nil
@@ -128,7 +130,9 @@ func (c *cfsStallCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 			continue
 		}
 		ss.seen = now
-		ch <- ss.h.metric(stallSecondsDesc, newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs, nil)
+		if m := ss.h.metric(stallSecondsDesc, newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs, nil); meter.For(cg).TakeN(histogramUnits(m)) {
+			ch <- m
+		}
 	}
 	c.mu.Unlock()
 	if n, err := c.tracer.Lost(); err == nil {

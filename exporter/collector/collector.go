@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
@@ -117,6 +118,13 @@ func (b boundSet) Collect(ch chan<- prometheus.Metric) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	// One meter per scrape: the series budget counts what this scrape's collectors send.
+	var meter *budget.Meter
+	if b.s.env.Budgets != nil {
+		meter = b.s.env.Budgets.NewMeter()
+		ctx = budget.WithMeter(ctx, meter)
+	}
+	defer meter.Done()
 	var runs []*collectorRun
 	for name, c := range b.s.collectors {
 		if !b.s.claim(name) {

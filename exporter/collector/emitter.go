@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -23,6 +25,10 @@ type emitter struct {
 	names  []string
 	labels []string
 	pairs  []*dto.LabelPair // labels sorted by name, as client_golang writes them
+	// quota is the series budget of the cgroup's or process's tenant in this scrape: a series
+	// beyond it is not sent (nil: no bound). labelBytes are its shared label values' bytes.
+	quota      *budget.Quota
+	labelBytes int
 }
 
 func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
@@ -36,7 +42,32 @@ func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
 	return emitter{ch: ch, names: names, labels: values, pairs: pairs}
 }
 
+// metered returns e sending within the series budget of the scrape (ctx's meter) for cg's
+// tenant.
+func (e emitter) metered(meter *budget.Meter, cg cgroupfs.Cgroup) emitter {
+	e.quota = meter.For(cg)
+	for _, v := range e.labels {
+		e.labelBytes += len(v)
+	}
+	return e
+}
+
+// take takes one series with extra label values from the quota.
+func (e emitter) take(extra []string) bool {
+	if e.quota == nil {
+		return true
+	}
+	n := e.labelBytes
+	for _, v := range extra {
+		n += len(v)
+	}
+	return e.quota.Take(n)
+}
+
 func (e emitter) gauge(d *prometheus.Desc, v float64, extra ...string) {
+	if !e.take(extra) {
+		return
+	}
 	if pairs, ok := e.pairsWith(d, extra); ok {
 		e.ch <- &sharedLabelsMetric{desc: d, pairs: pairs, gauge: &dto.Gauge{Value: &v}}
 		return
@@ -45,6 +76,9 @@ func (e emitter) gauge(d *prometheus.Desc, v float64, extra ...string) {
 }
 
 func (e emitter) counter(d *prometheus.Desc, v float64, extra ...string) {
+	if !e.take(extra) {
+		return
+	}
 	if pairs, ok := e.pairsWith(d, extra); ok {
 		e.ch <- &sharedLabelsMetric{desc: d, pairs: pairs, counter: &dto.Counter{Value: &v}}
 		return

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
@@ -40,6 +41,10 @@ type Config struct {
 	// GoPausePausesPerSecond each process's pauses through the shared ring buffer; 0 means
 	// gopause.DefaultMaxProbes and gopause.DefaultPausesPerSecond.
 	GoPauseMaxProbes, GoPausePausesPerSecond int
+	// Budgets bound what each tenant (pod, container, top-level cgroup) and the node may
+	// cost: cgroups exported, processes inspected, series, sampled cgroups, stuck reads (the
+	// --budget.* flags); nil means budget.Defaults().
+	Budgets *budget.Limits
 }
 
 // Env is what the collectors share, created once per exporter by NewEnv: configuration,
@@ -66,15 +71,22 @@ type Env struct {
 	// Descriptors is the budget of descriptors the throttle sampler (open cpu.stat files) and
 	// the v1 OOM watcher (eventfds) hold together.
 	Descriptors *fdbudget.Budget
+	// Budgets keeps the books of the per-tenant budgets (what each left out, by reason) and
+	// exports them; register it with the exporter's own registry.
+	Budgets *Budgets
 }
 
 // NewEnv finds the cgroup hierarchies and prepares the sources.
 func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	errs := NewErrorCounter(logger)
+	limits := budget.Defaults()
+	if cfg.Budgets != nil {
+		limits = *cfg.Budgets
+	}
 	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath, cfg.ProcPath),
-		Descriptors: fdbudget.FromRlimit()}
+		Descriptors: fdbudget.FromRlimit(), Budgets: newBudgets(limits, logger)}
 	opts := source.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
-		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(source.DiscoveryErrors)}
+		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(source.DiscoveryErrors), Budgets: env.Budgets.Book}
 	if env.PodNames != nil {
 		opts.Names = env.PodNames
 	}
@@ -87,5 +99,7 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	if env.Processes, err = source.NewProcesses(cfg.ProcPath, env.Cgroups, errs, env.Stuck.Gate(source.ProcessErrors), filter); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)
 	}
+	env.Processes.Budgets = env.Budgets.Book
+	env.Budgets.watch(env.Cgroups)
 	return env, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
@@ -47,6 +48,7 @@ type goCollector struct{ env *Env }
 func newGoCollector(env *Env) (Collector, error) { return &goCollector{env}, nil }
 
 func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	t := newProcessTally("go", c.env.Errors)
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
@@ -80,7 +82,7 @@ func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 		if info == nil {
 			continue
 		}
-		e := newEmitter(ch, processLabels, processLabelValues(p))
+		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)
 		e.gauge(goInfoDesc, 1, info.GoVersion, strconv.FormatBool(info.AutoMaxProcs), strconv.FormatBool(info.ContainerAware))
 		e.gauge(goMaxProcsDesc, float64(info.GOMAXPROCS))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
@@ -129,6 +130,7 @@ func (c *goPauseCollector) detach(k source.Key, pp *pausedProcess) {
 }
 
 func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	c.mu.Lock()
 	unavailable := c.tracer == nil || c.unsupported
 	c.mu.Unlock()
@@ -181,7 +183,9 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 			continue
 		}
 		for kind, h := range pp.hists {
-			out = append(out, h.metric(goSTWPauseDesc, newEmitter(nil, goSTWPauseLabels, processLabelValues(p, kind)).pairs, nil))
+			if m := h.metric(goSTWPauseDesc, newEmitter(nil, goSTWPauseLabels, processLabelValues(p, kind)).pairs, nil); meter.For(p.Cgroup).TakeN(histogramUnits(m)) {
+				out = append(out, m)
+			}
 		}
 	}
 	c.mu.Unlock()

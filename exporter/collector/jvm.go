@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
@@ -65,6 +66,7 @@ type jvmCollector struct{ env *Env }
 func newJVMCollector(env *Env) (Collector, error) { return &jvmCollector{env}, nil }
 
 func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	t := newProcessTally("jvm", c.env.Errors)
 	t.tolerated["perf_data_mismatch"] = true // counted and logged; a state of one JVM, not a failed collector
 	src := c.env.Processes
@@ -84,7 +86,7 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			t.add(fmt.Sprintf("pid %d", p.PID), source.CountOnce(r.Err))
 			continue
 		}
-		e := newEmitter(ch, processLabels, processLabelValues(p))
+		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)
 		version := ""
 		if info.Version.Known() {
 			version = info.Version.String()

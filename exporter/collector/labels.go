@@ -27,6 +27,9 @@ func cgroupLabelValues(cg cgroupfs.Cgroup, extra ...string) []string {
 		// Tenants choose names, versions and paths: one rule for every label value.
 		vals[i] = tenantstr.Label(v)
 	}
+	if cg.Label != "" {
+		vals[0] = cg.Label // unique among the walk's cgroups (tenantstr.Unique)
+	}
 	return vals
 }
 

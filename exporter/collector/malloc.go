@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
@@ -74,6 +75,7 @@ func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout,
 }
 
 func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	t := newProcessTally("malloc", c.env.Errors)
 	procs, _ := c.env.Processes.Processes(ctx)
 	heuristic := 0
@@ -87,7 +89,7 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 		if entry.failed || entry.state == nil {
 			continue
 		}
-		e := newEmitter(ch, processLabels, processLabelValues(p))
+		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)
 		e.gauge(allocatorInfoDesc, 1, entry.state.Allocator)
 		if entry.state.Allocator != malloc.Glibc {
 			continue

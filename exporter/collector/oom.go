@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
@@ -112,8 +113,9 @@ func exportGone(ctx context.Context, env *Env, ch chan<- prometheus.Metric, r *o
 	for _, cg := range cgs {
 		live[cg.Path] = true
 	}
+	meter := budget.MeterFrom(ctx)
 	for _, g := range r.Gone(func(p string) bool { return live[p] }) {
-		newEmitter(ch, cgroupLabels, cgroupLabelValues(g.Cgroup)).counter(memOOMKillsDesc, float64(g.Kills))
+		newEmitter(ch, cgroupLabels, cgroupLabelValues(g.Cgroup)).metered(meter, g.Cgroup).counter(memOOMKillsDesc, float64(g.Kills))
 	}
 }
 

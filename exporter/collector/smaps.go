@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
@@ -117,11 +118,12 @@ func (c *smapsCollector) refresh(ctx context.Context) {
 var errNotGlibc = errors.New("no glibc heap layout")
 
 func (c *smapsCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	procs, _ := c.env.Processes.Processes(ctx)
 	for _, p := range procs {
 		r := smapsSlot.Load(p)
 		if !r.at.IsZero() {
-			ch <- prometheus.MustNewConstMetric(mallocHeapResidentDesc, prometheus.GaugeValue, float64(r.bytes), processLabelValues(p)...)
+			newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup).gauge(mallocHeapResidentDesc, float64(r.bytes))
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
@@ -161,6 +162,21 @@ func (h *histogram) metric(d *prometheus.Desc, pairs []*dto.LabelPair, export []
 	return &sharedLabelsMetric{desc: d, pairs: pairs, histogram: &dto.Histogram{SampleCount: &count, SampleSum: &sum, Bucket: buckets}}
 }
 
+// histogramUnits is what a histogram built by metric counts against the series budget: its
+// series in the exposition (its buckets, the +Inf bucket, the sum and the count), each as
+// long as its label values make it (budget.SeriesUnits).
+func histogramUnits(m prometheus.Metric) int {
+	h, ok := m.(*sharedLabelsMetric)
+	if !ok || h.histogram == nil {
+		return 1
+	}
+	n := 0
+	for _, lp := range h.pairs {
+		n += len(lp.GetValue())
+	}
+	return (len(h.histogram.Bucket) + 3) * budget.SeriesUnits(n)
+}
+
 func newThrottleCollector(env *Env) (Collector, error) {
 	window := env.Config.ThrottleWindow
 	if window <= 0 {
@@ -268,20 +284,19 @@ func (c *throttleCollector) apply(snap *source.Snapshot) {
 	c.add(l, snap.Cgroups, snap.Generation, complete)
 }
 
-// add starts series for the cgroups with a quota that are new, refreshes the known ones,
-// and with forget, drops those not in cgs.
+// add starts series for the cgroups with a quota that are new, within the sampled-cgroups
+// budget (each tenant's top cgroups first), refreshes the known ones, and with forget,
+// drops those not in cgs or no longer within the budget.
 func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint64, forget bool) {
+	cgs = c.withinBudget(cgs)
 	var fresh []*throttleSeries
 	c.mu.Lock()
 	for _, cg := range cgs {
-		if !cg.InCPU || !cg.HasCPUMax || !cg.CPUMax.Limited() {
-			continue
-		}
 		if s, ok := c.series[cg.Path]; ok {
 			if forget {
 				s.lastSeenGeneration = generation
 			}
-			if s.cg.Identity != cg.Identity || s.cg.Names != cg.Names {
+			if s.cg.Identity != cg.Identity || s.cg.Names != cg.Names || s.cg.Label != cg.Label {
 				s.pairs = newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs
 			}
 			s.cg = cg
@@ -328,6 +343,24 @@ func (c *throttleCollector) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, gener
 		c.relink()
 	}
 	c.mu.Unlock()
+}
+
+// withinBudget keeps the cgroups with a quota that the sampled-cgroups budget allows, and
+// records the tenants it cut.
+func (c *throttleCollector) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
+	var quota []cgroupfs.Cgroup
+	for _, cg := range cgs {
+		if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
+			quota = append(quota, cg)
+		}
+	}
+	if c.env.Budgets == nil {
+		return quota
+	}
+	keep, skips := budget.AllotCgroups(quota, c.env.Budgets.Limits().SampledCgroups, budget.SampledCgroups)
+	quota = budget.Keep(quota, keep)
+	c.env.Budgets.Pass(budget.SampledCgroups, len(quota), skips)
+	return quota
 }
 
 // relink points each series at its nearest sampled ancestor. c.mu held.
@@ -387,7 +420,7 @@ func (c *throttleCollector) sample(ctx context.Context) {
 	}
 	c.list = list
 	c.mu.Unlock()
-	b := procread.Budget{Workers: samplerWorkers, Item: c.window / 2, Gate: c.gate, Kind: "cpu.stat"}
+	b := procread.Budget{Workers: samplerWorkers, Item: c.window / 2, Gate: c.gate, Kind: "cpu.stat", Pool: procread.CgroupFiles}
 	res := procread.Map(ctx, b, list, func(s *throttleSeries) string { return s.path }, readCPUStat)
 
 	c.mu.Lock()
@@ -464,20 +497,26 @@ func (s *throttleSeries) windowRatio() float64 {
 }
 
 func (c *throttleCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	send := func(s *throttleSeries, m prometheus.Metric) {
+		if meter.For(s.cg).TakeN(histogramUnits(m)) {
+			ch <- m
+		}
+	}
 	for _, s := range c.series {
 		if s.ratio.count == 0 {
 			continue
 		}
 		if c.env.Config.ThrottleFullHistograms {
-			ch <- s.ratio.metric(throttledRatioDesc, s.pairs, nil)
-			ch <- s.seconds.metric(throttledSecondsDesc, s.pairs, nil)
+			send(s, s.ratio.metric(throttledRatioDesc, s.pairs, nil))
+			send(s, s.seconds.metric(throttledSecondsDesc, s.pairs, nil))
 			continue
 		}
 		// By default the ratio's alert thresholds only, and no seconds histogram: its sum
 		// is the increase of quota_cpu_throttled_seconds_total, its count the ratio's.
-		ch <- s.ratio.metric(throttledRatioDesc, s.pairs, defaultRatioBuckets)
+		send(s, s.ratio.metric(throttledRatioDesc, s.pairs, defaultRatioBuckets))
 	}
 	ch <- prometheus.MustNewConstMetric(samplerCgroupsDesc, prometheus.GaugeValue, float64(len(c.series)))
 	ch <- prometheus.MustNewConstMetric(samplerOpenFilesDesc, prometheus.GaugeValue, float64(c.open))

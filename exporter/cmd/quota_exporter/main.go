@@ -49,6 +49,7 @@ func run(args []string) int {
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		maxRequests = app.Flag("web.max-requests", "Maximum number of scrapes collected and encoded at once (beyond: 503). A slot is held while the response is built, not while a client reads it. Use 0 to disable.").Default("40").Int()
 		writeTO     = app.Flag("web.write-timeout", "Time a client has to read a built response (then the connection is closed); slow or stalled clients hold memory for at most this long, never a scrape slot.").Default("30s").Duration()
+		maxConns    = app.Flag("web.max-connections", "Maximum number of open connections per listen address; beyond it new connections wait in the kernel's backlog. Use 0 to disable.").Default("128").Int()
 		noExporter  = app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").Bool()
 		scrapeTO    = app.Flag("scrape.timeout", "Time bound of one scrape; collectors still reading then report failure.").Default("10s").Duration()
 		procPath    = app.Flag("path.procfs", "procfs mountpoint.").Default("/proc").String()
@@ -70,6 +71,7 @@ func run(args []string) int {
 		memRatio    = app.Flag("runtime.gomemlimit-ratio", "Set the Go runtime's soft memory limit (GOMEMLIMIT) to this share of the exporter's own cgroup memory limit (the lowest on its path, cgroup v1 or v2), so the heap is collected harder before the OOM killer comes. 0: leave it alone. A GOMEMLIMIT environment variable wins.").Default("0.9").Float64()
 		oomRetain   = app.Flag("oom.retention", "How long quota_memory_oom_kills_total of a removed cgroup is still exported (oom collector): a few scrape intervals plus the windows of increase() in the alerts.").Default("15m").Duration()
 	)
+	budgets := budgetFlags(app)
 	toolkitFlags := webflag.AddFlags(app, defaultListenAddress)
 	logConfig := &promslog.Config{}
 	promslogflag.AddFlags(app, logConfig)
@@ -103,6 +105,7 @@ func run(args []string) int {
 		ProcessMinResident: uint64(*minRes), SmapsInterval: *smapsEvery,
 		PodLogsPath: *podLogs, ThrottleFullHistograms: *fullHists, MemoryDetail: *memDetail,
 		OOMRetention: *oomRetain, GoPauseMaxProbes: *pauseProbes, GoPausePausesPerSecond: *pauseRate,
+		Budgets: budgets(),
 	}
 	for _, re := range []struct {
 		dst  **regexp.Regexp
@@ -144,12 +147,15 @@ func run(args []string) int {
 	defer set.Close()
 
 	exporterReg := prometheus.NewRegistry()
-	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck, env.PodNames, env.Discovery)
+	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck, env.PodNames, env.Discovery, env.Budgets)
 	if !*noExporter {
 		exporterReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	// Requests' contexts end at SIGTERM, so a scrape waiting on a collector returns at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	slots := newScrapeSlots(*maxRequests, *scrapeTO)
-	handler := scrapeHandler(func(ctx context.Context) prometheus.Gatherer {
+	handler := scrapeHandler(ctx, func(ctx context.Context) prometheus.Gatherer {
 		return disjointGatherers{exporterReg, set.Gatherer(ctx, *scrapeTO)}
 	}, exporterReg, slots, *writeTO, logger)
 	if !*noExporter {
@@ -173,13 +179,10 @@ func run(args []string) int {
 		mux.Handle("/", landing)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// Requests' contexts end at SIGTERM, so a scrape waiting on a collector returns at once.
 	srv := newServer(mux, *scrapeTO, *writeTO)
 	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
-	go func() { errc <- web.ListenAndServe(srv, toolkitFlags, logger) }()
+	go func() { errc <- listenAndServe(srv, toolkitFlags, *maxConns, logger) }()
 	select {
 	case err := <-errc:
 		logger.Error("server stopped", "err", err)

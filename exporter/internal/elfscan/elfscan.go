@@ -37,7 +37,7 @@ const (
 	// bufSize is each streaming buffer: a symbol table, and its string table, are read in
 	// pieces of this size.
 	bufSize = 16 << 10
-	// ctxEvery: a scan checks its context every this many entries, so a read abandoned by
+	// ctxEvery: a scan checks its context every this many entries, so a read given up by
 	// its caller stops instead of scanning on.
 	ctxEvery = 4096
 )

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
@@ -65,7 +66,8 @@ type Cgroups struct {
 	stopScheduleFn context.CancelFunc
 	checkEvery     time.Duration
 
-	names Namer // nil: no Kubernetes names
+	names   Namer        // nil: no Kubernetes names
+	budgets *budget.Book // nil: no cgroup budget
 
 	logger *slog.Logger
 	// hostPIDs: the exporter is in the host's PID namespace (pidNamespace); dropPIDs: the
@@ -97,6 +99,9 @@ type Options struct {
 	Names Namer
 	// Gate holds the stuck keys of discovery's reads; nil: a gate of its own.
 	Gate *procread.Gate
+	// Budgets, if set, bounds the cgroups each walk publishes per tenant and node-wide
+	// (budget.Cgroups) and records what it left out.
+	Budgets *budget.Book
 }
 
 // NewCgroups reads the hierarchy layout from mountinfo.
@@ -132,6 +137,7 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 		logger:       logger,
 		hostPIDs:     host,
 		dropPIDs:     !pidsUsable,
+		budgets:      o.Budgets,
 		MaxAge:       DiscoveryMaxAge,
 		checkEvery:   CheckEvery,
 		settings:     map[string]CPUSettings{},
@@ -209,6 +215,8 @@ func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
 		s.errors.Record(DiscoveryErrors, we.Path, we.Err)
 		errs[i].Err = Counted{we.Err}
 	}
+	cgs = s.withinBudget(cgs)
+	labelPaths(cgs)
 	w.snap = newSnapshot(0, cgs, errs)
 	w.snap.Skipped = d.Skipped
 	s.mu.Lock()
@@ -271,6 +279,31 @@ func (s *Cgroups) logSkipped(sk cgroupfs.Skipped) {
 		"cgroups", sk.BelowContainer, "example", tenantstr.Label(sk.Example))
 }
 
+// labelPaths gives each cgroup its path as a label value unique among cgs: a tenant may name
+// two of its cgroups alike but for a control character, which cleaning replaces.
+func labelPaths(cgs []cgroupfs.Cgroup) {
+	paths := make([]string, len(cgs))
+	for i := range cgs {
+		paths[i] = cgs[i].Path
+	}
+	for i, l := range tenantstr.Unique(paths) {
+		cgs[i].Label = l
+	}
+}
+
+// withinBudget keeps the cgroups the cgroup budget allows (each tenant's top ones first) and
+// records the tenants it cut. What is left out is not exported, sampled, watched for OOM
+// kills or listed for processes: for the rest of the exporter it does not exist.
+func (s *Cgroups) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
+	if s.budgets == nil {
+		return cgs
+	}
+	keep, skips := budget.AllotCgroups(cgs, s.budgets.Limits().Cgroups, budget.Cgroups)
+	cgs = budget.Keep(cgs, keep)
+	s.budgets.Pass(budget.Cgroups, len(cgs), skips)
+	return cgs
+}
+
 // CPUSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the
 // file does not exist (old kernel, v2 root).
 type CPUSettings struct {
@@ -324,7 +357,7 @@ func (s *Cgroups) readSettings(cg cgroupfs.Cgroup) {
 	if gate == nil {
 		gate = s.settingsGate
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), SettingsBudget)
+	ctx, cancel := context.WithTimeout(procread.WithPool(context.Background(), procread.CgroupFiles, ""), SettingsBudget)
 	res, gateErr := procread.GateDo(ctx, gate, "cpu settings "+cg.Path, "cpu settings", func() (result, error) {
 		st, err := readCPUSettings(s.layout, cg)
 		return result{st, err}, nil

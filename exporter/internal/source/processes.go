@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
@@ -26,6 +27,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procstatus"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // pfKThread marks kernel threads in /proc/<pid>/stat flags: they have no exe, maps or
@@ -148,7 +150,10 @@ type state struct {
 // of them after each listing, whichever collectors are enabled.
 type Processes struct {
 	// Filter leaves processes out of the listing; set before the first listing.
-	Filter   Filter
+	Filter Filter
+	// Budgets, if set, bounds the processes inspected per tenant and node-wide
+	// (budget.Processes); set before the first listing.
+	Budgets  *budget.Book
 	procPath string
 	cgroups  *Cgroups
 	errors   Recorder
@@ -307,24 +312,49 @@ const processWorkers = 16
 
 // gatedContext is the context of a read run under the gate: no deadline of its own, so a read
 // that blocks keeps its key (and its one OS thread) until the kernel returns, instead of
-// being given up by an inner timeout and started again by the next scrape.
-func gatedContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 24*time.Hour)
+// being given up by an inner timeout and started again by the next scrape. The reads inside
+// count against tenant's budget of stuck reads, whose slot the gated read holds.
+func gatedContext(tenant string) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(procread.WithPool(context.Background(), procread.ProcessFiles, tenant), 24*time.Hour)
 }
 
 // Each runs read for every process, processWorkers at once, each within
 // perProcessTimeout, through the source's gate keyed by process and kind: a process whose
-// read of that kind did not return is skipped with procread.ErrStuck until it does.
+// read of that kind did not return is skipped with procread.ErrStuck until it does. The
+// reads count against procread.ProcessFiles by the process's tenant: a tenant whose stuck
+// reads fill its budget has its reads refused (procread.ErrTenantOverloaded) until they return.
+// Reads go by PID: after each, the process's start time is read again, and a reading of a
+// PID that another process took meanwhile is dropped (kernel.ErrPIDReused).
 // read must not write to memory the caller reads after it returns except under p.state.mu:
 // a stuck read may still finish later.
 func Each[R any](ctx context.Context, s *Processes, procs []*Process, kind string,
 	read func(ctx context.Context, p *Process) (R, error)) []procread.Result[R] {
-	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind}
+	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind,
+		Pool: procread.ProcessFiles, Tenant: func(i int) string { return budget.TenantOf(procs[i].Cgroup) }}
 	return procread.Map(ctx, b, procs, func(p *Process) string { return p.gateKey(kind) }, func(p *Process) (R, error) {
-		rctx, cancel := gatedContext()
+		rctx, cancel := gatedContext(budget.TenantOf(p.Cgroup))
 		defer cancel()
-		return read(rctx, p)
+		v, err := read(rctx, p)
+		if err == nil {
+			if err = s.samePID(p); err != nil {
+				var zero R
+				return zero, err
+			}
+		}
+		return v, err
 	})
+}
+
+// samePID checks that p's PID still belongs to p (its start time), after a read by PID.
+func (s *Processes) samePID(p *Process) error {
+	start, err := kernel.StartTicks(s.procPath, p.PID)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", p.PID, err)
+	}
+	if start != p.Stat.Starttime {
+		return fmt.Errorf("pid %d: %w", p.PID, kernel.ErrPIDReused)
+	}
+	return nil
 }
 
 // itemBudget is the time one process's reads of one kind may take: perProcessTimeout, but
@@ -382,8 +412,10 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 			items = append(items, procItem{pid, cg})
 		}
 	}
+	items = s.withinBudget(items)
 	// stat and status of every process in parallel, skipped per pid while stuck.
-	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat"}
+	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat",
+		Pool: procread.ProcessFiles, Tenant: func(i int) string { return budget.TenantOf(items[i].cg) }}
 	res := procread.Map(ctx, b, items, func(it procItem) string { return strconv.Itoa(it.pid) + "/stat" }, s.readStat)
 	complete := ctx.Err() == nil
 	var found, undetected []*Process
@@ -466,6 +498,21 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 	return out, errs
 }
 
+// withinBudget keeps the processes the process budget allows, in the walk's order (by cgroup
+// path, then as cgroup.procs lists them), and records the tenants it cut: the others are not
+// read at all.
+func (s *Processes) withinBudget(items []procItem) []procItem {
+	if s.Budgets == nil {
+		return items
+	}
+	u := budget.Units{N: len(items), Tenant: func(i int) string { return budget.TenantOf(items[i].cg) },
+		Name: func(i int) string { return budget.TenantName(items[i].cg) }}
+	keep, skips := budget.Allot(u, s.Budgets.Limits().Processes, budget.Processes)
+	items = budget.Keep(items, keep)
+	s.Budgets.Pass(budget.Processes, len(items), skips)
+	return items
+}
+
 // evict is the one eviction loop: processes not seen in this listing have exited; their
 // state goes, here and in every runtime reader's cache.
 func (s *Processes) evict(now time.Time) {
@@ -510,7 +557,7 @@ func (s *Processes) readStat(it procItem) (*discovered, error) {
 	if stat.Flags&pfKThread != 0 || stat.State == "Z" || stat.State == "X" {
 		return nil, nil
 	}
-	ctx, cancel := gatedContext()
+	ctx, cancel := gatedContext(budget.TenantOf(it.cg))
 	defer cancel()
 	b, err := procread.ReadFile(ctx, filepath.Join(s.procPath, strconv.Itoa(it.pid), "status"), procstatus.MaxSize)
 	if err == nil && len(b) == 0 {
@@ -605,17 +652,35 @@ func (s *Processes) detect(ctx context.Context, p *Process) error {
 }
 
 // disambiguate makes the process label unique within a cgroup: two processes with the same
-// name get their executable path appended, and if that is still ambiguous (worker processes
-// of one binary), an ordinal by start time. Settings such as GOMAXPROCS are never summed.
+// name (as a label value: cleaned) get their executable path appended, and if that is still
+// ambiguous (worker processes of one binary), an ordinal by start time. Settings such as
+// GOMAXPROCS are never summed. Last, the names become label values unique within their
+// cgroup and runtime (tenantstr.Unique), whatever bytes a tenant put in them.
 func disambiguate(ps []*Process) {
 	group := func() map[string][]*Process {
 		g := map[string][]*Process{}
 		for _, p := range ps {
-			k := p.Cgroup.Path + "\x00" + p.Runtime + "\x00" + p.Name
+			k := p.Cgroup.Path + "\x00" + p.Runtime + "\x00" + tenantstr.Label(p.Name)
 			g[k] = append(g[k], p)
 		}
 		return g
 	}
+	defer func() {
+		byCgroup := map[string][]*Process{}
+		for _, p := range ps {
+			k := p.Cgroup.Path + "\x00" + p.Runtime
+			byCgroup[k] = append(byCgroup[k], p)
+		}
+		for _, same := range byCgroup {
+			names := make([]string, len(same))
+			for i, p := range same {
+				names[i] = p.Name
+			}
+			for i, l := range tenantstr.Unique(names) {
+				same[i].Name = l
+			}
+		}
+	}()
 	for _, same := range group() {
 		if len(same) < 2 {
 			continue
