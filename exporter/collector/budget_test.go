@@ -406,9 +406,8 @@ func histogramCount(mfs []*dto.MetricFamily, name, cgroup string) uint64 {
 // and each of them has its own label value, cleaned of the control character.
 func TestControlCharacterNamesStayDistinct(t *testing.T) {
 	parent := testutil.NewTopCgroup(t, "ctl", testutil.CgroupOptions{})
-	var children []*testutil.Cgroup
 	for _, name := range []string{"dup\x01", "dup\x02", "dup\uFFFD"} { // the third is what the first two clean to
-		children = append(children, parent.Child(name, testutil.CgroupOptions{QuotaUS: 50000}))
+		parent.Child(name, testutil.CgroupOptions{QuotaUS: 50000})
 	}
 	dir := t.TempDir()
 	for _, name := range []string{"sl\x01", "sl\x02"} {

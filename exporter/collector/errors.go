@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,7 +94,7 @@ func (e *ErrorCounter) Record(collector, subject string, err error) string {
 		if reason == "vanished" {
 			level = slog.LevelDebug
 		}
-		e.logger.Log(nil, level, "skipped unreadable input (logged once per collector and reason every 5m)",
+		e.logger.Log(context.Background(), level, "skipped unreadable input (logged once per collector and reason every 5m)",
 			"collector", collector, "reason", reason, "subject", subject, "err", err)
 	}
 	return reason

@@ -4,6 +4,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,6 +65,10 @@ func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout,
 	environ, envErr := env.Processes.Environ(ctx, p)
 	st, limit, err := malloc.InspectWithLimit(ctx, env.Config.ProcPath, env.Config.SysPath, p.PID,
 		malloc.Known{Env: environ, EnvErr: envErr, ThreadNames: p.ThreadNames(ctx, env.Config.ProcPath), Allocators: env.Processes.Allocators})
+	if errors.Is(err, malloc.ErrLoading) {
+		// Looked at a moment after its exec: not a failure, and not to be remembered.
+		return heapLayout{failed: true}, nil
+	}
 	if st == nil {
 		// Remember the failure so a process we may not read is not retried every scrape.
 		h = heapLayout{at: time.Now(), failed: true}

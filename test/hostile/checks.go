@@ -121,7 +121,25 @@ func within(cg, path string) bool {
 // under tells whether cgroup label cg names the cgroup path or one of its ancestors.
 func under(path, cg string) bool {
 	p := clean(path)
-	return p == cg || strings.HasPrefix(p, cg+"/")
+	if p == cg || strings.HasPrefix(p, cg+"/") {
+		return true
+	}
+	// Names that clean alike are told apart by an ordinal (" #2", tenantstr.Unique), given in
+	// the walk's order: the label may be any of the colliding cgroups'.
+	base, ok := withoutOrdinal(cg)
+	return ok && (p == base || strings.HasPrefix(p, base+"/"))
+}
+
+// withoutOrdinal cuts the " #<n>" tenantstr.Unique appends to a label value.
+func withoutOrdinal(label string) (string, bool) {
+	i := strings.LastIndex(label, " #")
+	if i < 0 {
+		return label, false
+	}
+	if _, err := strconv.Atoi(label[i+2:]); err != nil {
+		return label, false
+	}
+	return label[:i], true
 }
 
 // Check checks one good scrape of exporter name (its start-th process).

@@ -74,8 +74,9 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		progress = os.Stderr
 	}
-	source, span := "live", *d.duration
+	source := "live"
 	var (
+		span     time.Duration
 		ws       []diagnose.Workload
 		notes    []string
 		overruns []diagnose.Overrun

@@ -195,7 +195,7 @@ func ReadCPUAcctStat(dir string) (CPUAcctUsage, error) {
 			}
 		})
 	})
-	if err == nil && !(hasUser && hasSystem) {
+	if err == nil && (!hasUser || !hasSystem) {
 		err = fmt.Errorf("%s: %w: user or system missing", filepath.Join(dir, "cpuacct.stat"), ErrParse)
 	}
 	return u, err

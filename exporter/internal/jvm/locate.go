@@ -178,8 +178,8 @@ func readOwnPerfData(root *procroot.Root, name string, uid int) ([]byte, error) 
 	if !f.IsRegular() {
 		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is not a regular file", name)}
 	}
-	if uid >= 0 && f.Uid() != uid {
-		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is owned by uid %d, not by the process's uid %d", name, f.Uid(), uid)}
+	if uid >= 0 && f.UID() != uid {
+		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is owned by uid %d, not by the process's uid %d", name, f.UID(), uid)}
 	}
 	b, err := f.Read(hsperfdata.MaxFileSize)
 	if err != nil {

@@ -376,7 +376,7 @@ func TestTenantStuckBudget(t *testing.T) {
 func TestDoRecoversPanic(t *testing.T) {
 	_, err := Do(context.Background(), func() (int, error) {
 		var m map[string]int
-		m["x"]++ // panics
+		m["x"]++ //nolint:staticcheck // panics
 		return 0, nil
 	})
 	if !errors.Is(err, ErrPanic) {

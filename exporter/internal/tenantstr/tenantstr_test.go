@@ -11,7 +11,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
-func clean_(s string) bool {
+func isClean(s string) bool {
 	return utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) < 0
 }
 
@@ -39,7 +39,7 @@ func TestLabelLong(t *testing.T) {
 	b := a[:len(a)-1] + "x"
 	la, lb := Label(a), Label(b)
 	for _, l := range []string{la, lb} {
-		if len(l) > MaxLabel || !clean_(l) || !strings.Contains(l, "…") {
+		if len(l) > MaxLabel || !isClean(l) || !strings.Contains(l, "…") {
 			t.Errorf("Label(64 KiB) = %q (%d bytes)", l, len(l))
 		}
 	}
@@ -156,7 +156,7 @@ func FuzzUnique(f *testing.F) {
 		in := []string{a, b, c}
 		got := Unique(in)
 		for i := range in {
-			if !clean_(got[i]) || len(got[i]) > MaxLabel {
+			if !isClean(got[i]) || len(got[i]) > MaxLabel {
 				t.Fatalf("label %q of %q is not clean or too long", got[i], in[i])
 			}
 			for j := range in {

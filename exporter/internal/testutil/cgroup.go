@@ -58,6 +58,7 @@ func RequireV1Cgroups(t testing.TB) {
 // test left in it) when the test ends.
 func NewCgroup(t testing.TB, name string, opts CgroupOptions) *Cgroup {
 	t.Helper()
+	SkipShort(t, "real cgroups")
 	RequireV1Cgroups(t)
 	rel := fmt.Sprintf("/%s/%s-%d-%d", testParent, name, os.Getpid(), time.Now().UnixNano()%1e6)
 	return newCgroupAt(t, rel, opts)
@@ -68,6 +69,7 @@ func NewCgroup(t testing.TB, name string, opts CgroupOptions) *Cgroup {
 // on a busy machine (throttling patterns need it) gives it Shares. Its quota caps what it takes.
 func NewTopCgroup(t testing.TB, name string, opts CgroupOptions) *Cgroup {
 	t.Helper()
+	SkipShort(t, "real cgroups")
 	RequireV1Cgroups(t)
 	return newCgroupAt(t, fmt.Sprintf("/%s-%s-%d-%d", topPrefix, name, os.Getpid(), time.Now().UnixNano()%1e6), opts)
 }
