@@ -34,6 +34,7 @@ type serveFlags struct {
 	maxConnections    *int
 	noExporterMetrics *bool
 	scrapeTimeout     *time.Duration
+	timeoutOffset     *time.Duration
 	memLimitRatio     *float64
 	toolkit           *web.FlagConfig
 }
@@ -46,6 +47,7 @@ func addServeFlags(app *kingpin.Application) *serveFlags {
 		maxConnections:    app.Flag("web.max-connections", "Maximum number of open connections per listen address; beyond it new connections wait in the kernel's backlog. Use 0 to disable.").Default("128").Int(),
 		noExporterMetrics: app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").Bool(),
 		scrapeTimeout:     app.Flag("scrape.timeout", "Time bound of one scrape; collectors still reading then report failure.").Default("10s").Duration(),
+		timeoutOffset:     app.Flag("scrape.timeout-offset", "Time kept to encode and send a response when Prometheus announces its scrape timeout (X-Prometheus-Scrape-Timeout-Seconds): a scrape ends at that timeout less this offset, if sooner than --scrape.timeout.").Default("500ms").Duration(),
 		memLimitRatio:     app.Flag("runtime.gomemlimit-ratio", "Set the Go runtime's soft memory limit (GOMEMLIMIT) to this share of the exporter's own cgroup memory limit (the lowest on its path, cgroup v1 or v2), so the heap is collected harder before the OOM killer comes. 0: leave it alone. A GOMEMLIMIT environment variable wins.").Default("0.9").Float64(),
 	}
 	f.toolkit = webflag.AddFlags(app, defaultListenAddress)
@@ -84,7 +86,7 @@ func (f *serveFlags) serve(cfg collector.Config, names []string, logger *slog.Lo
 	defer stop()
 	slots := newScrapeSlots(*f.maxRequests, *f.scrapeTimeout)
 	handler := scrapeHandler(ctx, func(ctx context.Context) prometheus.Gatherer {
-		return disjointGatherers{exporterReg, set.Gatherer(ctx, *f.scrapeTimeout)}
+		return disjointGatherers{exporterReg, set.Gatherer(ctx, scrapeTimeout(ctx, *f.scrapeTimeout, *f.timeoutOffset))}
 	}, exporterReg, slots, *f.writeTimeout, logger)
 	if !*f.noExporterMetrics {
 		handler = promhttp.InstrumentMetricHandler(exporterReg, handler)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -139,6 +140,7 @@ func scrapeHandler(base context.Context, gatherer func(context.Context) promethe
 	s := &sharedResponses{base: base, slots: slots, building: make(chan struct{}, maxBuilding),
 		flights: map[string]*responseFlight{}, held: &heldBodies{max: maxHeld},
 		build: func(ctx context.Context, r *http.Request) *bufferedResponse {
+			ctx = withAnnouncedTimeout(ctx, r.Header)
 			resp := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
 			promhttp.HandlerFor(gatherer(ctx), opts).ServeHTTP(resp, r)
 			// Kept exactly as long as it is: the buffer grew by doubling, up to twice that.
@@ -160,6 +162,31 @@ func scrapeHandler(base context.Context, gatherer func(context.Context) promethe
 		w.WriteHeader(resp.status)
 		_, _ = w.Write(resp.body.Bytes()) // a client gone, too slow or cut: nothing more to do
 	})
+}
+
+// scrapeTimeoutHeader is how long Prometheus waits for this scrape (it sends it with every
+// request): a collection that runs to the exporter's own --scrape.timeout of the same length
+// is answered after Prometheus gave up, and the whole scrape is lost instead of the slow part.
+const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
+
+type announcedTimeoutKey struct{}
+
+// withAnnouncedTimeout records in ctx the scrape timeout the request's header announces.
+func withAnnouncedTimeout(ctx context.Context, h http.Header) context.Context {
+	v, err := strconv.ParseFloat(h.Get(scrapeTimeoutHeader), 64)
+	if err != nil || v <= 0 || v > 3600 {
+		return ctx
+	}
+	return context.WithValue(ctx, announcedTimeoutKey{}, time.Duration(v*float64(time.Second)))
+}
+
+// scrapeTimeout is the time bound of the scrape whose context is ctx: timeout, or the
+// timeout its scraper announced less offset (time to encode and send) when that is shorter.
+func scrapeTimeout(ctx context.Context, timeout, offset time.Duration) time.Duration {
+	if a, ok := ctx.Value(announcedTimeoutKey{}).(time.Duration); ok && a-offset < timeout {
+		return max(a-offset, a/2)
+	}
+	return timeout
 }
 
 // sharedResponses builds one response per flight for the requests with the same Accept and
@@ -187,7 +214,7 @@ type responseFlight struct {
 // get returns the response for r, joining the flight of its format if one is being built;
 // nil when r's client went away first.
 func (s *sharedResponses) get(r *http.Request) *bufferedResponse {
-	key := r.Header.Get("Accept") + "\x00" + r.Header.Get("Accept-Encoding")
+	key := r.Header.Get("Accept") + "\x00" + r.Header.Get("Accept-Encoding") + "\x00" + r.Header.Get(scrapeTimeoutHeader)
 	s.mu.Lock()
 	f := s.flights[key]
 	if f == nil {

@@ -433,3 +433,40 @@ func TestHeldBodiesBound(t *testing.T) {
 		t.Fatalf("%d distinct bodies held, want 2", n)
 	}
 }
+
+// A scrape ends at the timeout Prometheus announces less the offset, when that is sooner
+// than --scrape.timeout: answered before Prometheus gives up, with what was read in time.
+func TestAnnouncedScrapeTimeout(t *testing.T) {
+	var got time.Duration
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", scrapeHandler(context.Background(), func(ctx context.Context) prometheus.Gatherer {
+		got = scrapeTimeout(ctx, 10*time.Second, 500*time.Millisecond)
+		return prometheus.NewRegistry()
+	}, prometheus.NewRegistry(), newScrapeSlots(2, 10*time.Second), time.Second, promslog.NewNopLogger()))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, c := range []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", 10 * time.Second},          // no header: --scrape.timeout
+		{"10", 9500 * time.Millisecond}, // Prometheus's 10 s: 0.5 s kept to encode and send
+		{"30", 10 * time.Second},        // a longer one: --scrape.timeout still bounds it
+		{"0.6", 300 * time.Millisecond}, // shorter than twice the offset: half of it
+		{"nonsense", 10 * time.Second},  // ignored
+		{"-1", 10 * time.Second},        // ignored
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		if c.header != "" {
+			req.Header.Set(scrapeTimeoutHeader, c.header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got != c.want {
+			t.Errorf("header %q: scrape timeout %v, want %v", c.header, got, c.want)
+		}
+	}
+}
