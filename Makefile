@@ -162,8 +162,9 @@ test-examples:
 	cd test && $(GOTEST) ./examples/...
 
 # The Helm chart: helm lint and helm template for each charts/quota-exporter/ci/*-values.yaml,
-# every object decoded strictly and checked (privileges, probes, monitors, rules, dashboards,
-# a real exporter with the rendered web config), and the embedded mixin files up to date.
+# every object decoded strictly and checked (privileges, probes, monitors, rules, dashboards, RBAC,
+# a real exporter with the rendered web config, the PodMonitor's relabelling in a real Prometheus),
+# and the embedded mixin files up to date.
 test-chart:
 	cd test && $(GOTEST) ./chart/...
 

@@ -44,7 +44,7 @@
     goRuntimeSelector: 'job!="quota-exporter"',
 
     // Windows shared by rules, alerts and dashboards.
-    warmupWindow: '10m',  // a process younger than this is warming up (JIT, class loading, caches)
+    warmupPeriod: '10m',  // a process younger than this is warming up (JIT, class loading, caches)
     memoryCreepLookback: '6h',  // the trend (deriv) fitted to a cgroup's working set
     memoryCreepHorizon: '4h',  // alert when the trend reaches the limit within this
 

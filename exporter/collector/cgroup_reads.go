@@ -21,11 +21,11 @@ import (
 const cgroupReadBudget = 2 * time.Second
 
 // cgroupSeriesMax is the buffer of one cgroup's series: the cpu collector emits at most 14,
-// memory 8 (20 with --memory.detail). A read that emitted more would block until abandoned:
+// memory 8 (20 with --memory.detail). A read that emitted more would block until given up:
 // raise it with new series.
 const cgroupSeriesMax = 32
 
-// cgroupGate is the collector's quarantine gate, exported by env.Stuck when there is one.
+// cgroupGate is the collector's stuck-read gate, exported by env.Stuck when there is one.
 func cgroupGate(env *Env, name string) *procread.Gate {
 	if env.Stuck != nil {
 		return env.Stuck.Gate(name)
@@ -35,10 +35,10 @@ func cgroupGate(env *Env, name string) *procread.Gate {
 
 // collectCgroups reads each cgroup with read, as discovery does: in parallel (procread.Map,
 // one worker per CPU the exporter may use), each cgroup within cgroupReadBudget and
-// quarantined through gate. A cgroup whose files block inside the kernel costs one budget
+// skipped through gate while stuck. A cgroup whose files block inside the kernel costs one budget
 // once, is counted as a timeout once and then skipped without a system call until its read
 // returns (ErrStuck refusals are not counted again); the other cgroups' series are served.
-// Each read emits into its own buffer, forwarded to ch here: an abandoned read never writes
+// Each read emits into its own buffer, forwarded to ch here: a stuck read never writes
 // to ch.
 func collectCgroups(ctx context.Context, gate *procread.Gate, cgs []cgroupfs.Cgroup, t *tally, ch chan<- prometheus.Metric,
 	read func(cgroupfs.Cgroup, emitter) error) {

@@ -23,11 +23,11 @@ import (
 
 // One cgroup's cpu.weight and memory.stat block inside the kernel (links to a FUSE file whose
 // server does not answer; a FIFO cannot do this, the exporter opens files non-blocking). The
-// settings read of that cgroup costs one budget once and is then quarantined; no other
+// settings read of that cgroup costs one budget once and is then skipped while stuck; no other
 // cgroup's settings wait for it (no lock is held across the read); the cpu and memory
 // collectors serve every other cgroup's series, weight included, within the deadline in
-// every scrape, and quarantine the stuck cgroup's files; once the server answers, the reads
-// return and the quarantine ends.
+// every scrape, and skip the stuck cgroup's files; once the server answers, the reads
+// return and the cgroup is read again.
 func TestCgroupFilesBlockedInKernel(t *testing.T) {
 	fuse := testutil.MountStuckFUSE(t)
 	root := t.TempDir()
@@ -87,10 +87,10 @@ func TestCgroupFilesBlockedInKernel(t *testing.T) {
 	if n := gate.Stuck()["cpu settings"]; n != 1 {
 		t.Fatalf("stuck cpu settings reads = %d, want 1", n)
 	}
-	// Quarantined: later calls answer at once, without counting the timeout again.
+	// Stuck: later calls answer at once, without counting the timeout again.
 	begin = time.Now()
 	if _, err := env.Cgroups.Settings(stuck, true); err != nil || time.Since(begin) > 100*time.Millisecond {
-		t.Fatalf("quarantined settings: %v after %v", err, time.Since(begin))
+		t.Fatalf("stuck settings: %v after %v", err, time.Since(begin))
 	}
 
 	set, err := NewSet(env, []string{"cpu", "memory"})

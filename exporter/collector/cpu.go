@@ -44,7 +44,7 @@ var (
 	cpuThrottledLocalSecondsDesc = newCgroupDesc("cpu_throttled_local_seconds_total",
 		"Throttled time summed over CPUs by the cgroup's own or any ancestor's CPU limit (cgroup v2 cpu.stat.local throttled_usec, Linux 6.6+). "+
 			"Exported for cgroups without a limit of their own under an ancestor's limit (a pod-level limit, a systemd slice), whose own counters stay zero while they are held back; "+
-			"absent on older kernels, where the limiting ancestor's counters (limit_cgroup of quota_cpu_effective_limit_cores) tell it.")
+			"absent on older kernels, where the binding ancestor's counters (binding_cgroup of quota_cpu_binding_limit_cores) tell it.")
 	cpuBurstsDesc = newCgroupDesc("cpu_bursts_total",
 		"Periods in which the cgroup used burst allowance (cpu.stat nr_bursts).")
 	cpuBurstSecondsDesc = newCgroupDesc("cpu_burst_seconds_total",

@@ -62,7 +62,8 @@ Every per-cgroup series carries the identity labels ` + "`cgroup`" + ` (path fro
 ` + "`pod_uid`" + `, ` + "`container_id`" + ` (runtime-prefixed as kube-state-metrics writes it) and ` + "`qos_class`" + `,
 absent where the path does not show them, and the Kubernetes names ` + "`namespace`" + `, ` + "`pod`" + ` and
 ` + "`container`" + ` where the kubelet's log directories under ` + "`--path.podlogs`" + ` (default /var/log) name the pod
-UID or container id (pod-level cgroups: ` + "`namespace`" + ` and ` + "`pod`" + ` only). No series carries an empty-valued
+UID or container id (pod-level cgroups: ` + "`namespace`" + ` and ` + "`pod`" + ` only; a pod's sandbox: ` + "`container=\"POD\"`" + `,
+see docs/cgroups.md for each node layout). No series carries an empty-valued
 label. Per-process series add ` + "`process`" + ` (comm, or a
 JVM's main class / jar, made unique within a cgroup) and ` + "`runtime`" + ` (jvm, go, other; unknown while a process's runtime
 detection is blocked in the kernel, e.g. behind its mmap_lock: its stat and status series are exported meanwhile).
@@ -77,7 +78,7 @@ also escapes them for the terminal and for Markdown.
 **Series budget per container cgroup** (default flags; a container with a CPU quota and a memory limit):
 **20** on cgroup v1, **24** on cgroup v2 (its 4 PSI series). cpu: limit, usage (user, system), periods, throttled
 periods, throttled seconds, weight (7; plus 2 PSI on v2); memory: limit, usage, working set, RSS, cache, OOM kills
-(6; plus 2 PSI on v2); effective CPU and memory limit (2); the per-second throttled-ratio histogram with buckets
+(6; plus 2 PSI on v2); binding CPU and memory limit (2); the per-second throttled-ratio histogram with buckets
 le="0.5", le="0.9" and +Inf, _sum and _count (5). Series that would only repeat a default are absent: the period when it
 is 0.1 s, the three burst series without a burst allowance, the cpuset size when it is every CPU of the host (a
 container's own cpuset adds 1, a burst allowance 3). ` + "`--throttle.full-histograms`" + ` exports every bucket of the ratio

@@ -52,7 +52,7 @@ func (e emitter) counter(d *prometheus.Desc, v float64, extra ...string) {
 	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, e.with(extra)...)
 }
 
-// pairsWith returns the shared pairs plus the extra labels' (a mode, a limiting cgroup),
+// pairsWith returns the shared pairs plus the extra labels' (a mode, a binding cgroup),
 // sorted, without client_golang's MakeLabelPairs, which rebuilds every pair of every
 // series (a fifth of a scrape's allocated bytes). ok is false when d's variable labels are
 // not the emitter's followed by the extras: the caller then takes the checked path.

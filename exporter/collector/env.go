@@ -54,12 +54,15 @@ type Env struct {
 	Errors    *ErrorCounter
 	Cgroups   *source.Cgroups
 	Processes *source.Processes
-	// Stuck owns the quarantine gates (procread.Gate) of the sources and collectors and
+	// Stuck owns the stuck-read gates (procread.Gate) of the sources and collectors and
 	// exports their stuck reads; register it with the exporter's own registry.
 	Stuck *StuckReads
 	// PodNames resolves Kubernetes names for the cgroup source and exports the resolver's
 	// own metrics; register it with the exporter's own registry.
 	PodNames *PodNames
+	// Discovery exports what discovery leaves out (cgroups below containers, conmon) and
+	// whether the exporter sees the host's processes; register it with the exporter's own registry.
+	Discovery DiscoveryStats
 	// Descriptors is the budget of descriptors the throttle sampler (open cpu.stat files) and
 	// the v1 OOM watcher (eventfds) hold together.
 	Descriptors *fdbudget.Budget
@@ -68,7 +71,7 @@ type Env struct {
 // NewEnv finds the cgroup hierarchies and prepares the sources.
 func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	errs := NewErrorCounter(logger)
-	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath),
+	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath, cfg.ProcPath),
 		Descriptors: fdbudget.FromRlimit()}
 	opts := source.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
 		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(source.DiscoveryErrors)}
@@ -79,6 +82,7 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	if env.Cgroups, err = source.NewCgroups(opts, logger, errs); err != nil {
 		return nil, err
 	}
+	env.Discovery = DiscoveryStats{cgroups: env.Cgroups}
 	filter := source.Filter{MinResident: cfg.ProcessMinResident, Include: cfg.ProcessInclude, Exclude: cfg.ProcessExclude}
 	if env.Processes, err = source.NewProcesses(cfg.ProcPath, env.Cgroups, errs, env.Stuck.Gate(source.ProcessErrors), filter); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)

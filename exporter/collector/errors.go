@@ -42,7 +42,7 @@ func NewErrorCounter(logger *slog.Logger) *ErrorCounter {
 				"(vanished: the cgroup or process went away, normal churn; permission: access denied, see the " +
 				"privileges section of the README; parse: malformed content; timeout: a read exceeded its time " +
 				"bound; io: other errors; panic: a parser failed on a process's file, only that process's series " +
-				"are dropped; perf_data_mismatch: a JVM perf data file whose VM start time does not match the process's start).",
+				"are dropped; perf_data_mismatch: a JVM perf data file whose VM start time does not match the process's start, or that has none).",
 		}, []string{"collector", "reason"}),
 		logger: logger,
 		logged: map[string]time.Time{},
@@ -63,7 +63,7 @@ func Reason(err error) string {
 		return "panic"
 	case errors.Is(err, procread.ErrTimeout):
 		return "timeout"
-	case errors.As(err, &ue) && (ue.Reason == jvm.ReasonStale || ue.Reason == jvm.ReasonForeign):
+	case errors.As(err, &ue) && ue.Mismatch():
 		return "perf_data_mismatch"
 	case errors.Is(err, goruntime.ErrParse):
 		return "parse"
@@ -170,7 +170,7 @@ func (t *tally) err() error {
 // Descriptors of metrics built elsewhere (client_golang), listed for docs/metrics.md.
 var (
 	_ = selfMetric(prometheus.NewDesc(namespace+"_exporter_read_errors_total",
-		"quota_exporter: inputs skipped because they could not be read, by collector and reason (vanished, permission, parse, timeout, io, panic: a parser failed on a process's file, only that process's series are dropped; perf_data_mismatch: a JVM's perf data file whose VM start time does not match the process's start). Counted where they happen: collector=\"discovery\" for cgroup directories and cgroup.procs files the walk could not read, collector=\"process\" for processes the process listing could not read, whichever collectors are enabled.",
+		"quota_exporter: inputs skipped because they could not be read, by collector and reason (vanished, permission, parse, timeout, io, panic: a parser failed on a process's file, only that process's series are dropped; perf_data_mismatch: a JVM's perf data file whose VM start time does not match the process's start, or that has none). Counted where they happen: collector=\"discovery\" for cgroup directories and cgroup.procs files the walk could not read, collector=\"process\" for processes the process listing could not read, whichever collectors are enabled.",
 		[]string{"collector", "reason"}, nil))
 	_ = selfMetric(prometheus.NewDesc(namespace+"_exporter_build_info",
 		"quota_exporter: version, revision, branch and Go version it was built with (prometheus/common version, injected by the Makefile).",

@@ -51,7 +51,7 @@ func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
 	procs := source.WithRuntime(all, source.RuntimeGo)
-	// Build info and environment are re-read in parallel, quarantined per process.
+	// Build info and environment are re-read in parallel, skipped per process while stuck.
 	res := source.Each(ctx, src, procs, "exe", func(ctx context.Context, p *source.Process) (*goruntime.Info, error) {
 		r := goSlot.Load(p)
 		info, at := r.info, r.at

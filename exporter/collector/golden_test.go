@@ -24,7 +24,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the committed host trees and golden exposition files")
 
 // volatile metrics change from run to run; the golden files leave them out.
-var volatile = regexp.MustCompile(`^quota_exporter_(scrape_collector_duration_seconds|throttle_sampler_seconds_total)$`)
+// quota_exporter_host_pid_namespace is the test's own PID namespace, not the host tree's.
+var volatile = regexp.MustCompile(`^quota_exporter_(scrape_collector_duration_seconds|throttle_sampler_seconds_total|host_pid_namespace)$`)
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -42,14 +43,19 @@ func installHost(t testing.TB, h host) Config {
 	if err := fixture.Install(src, dst); err != nil {
 		t.Fatal(err)
 	}
-	return Config{ProcPath: filepath.Join(dst, "proc"), SysPath: filepath.Join(dst, "sys"), ThrottleWindow: time.Second}
+	cfg := Config{ProcPath: filepath.Join(dst, "proc"), SysPath: filepath.Join(dst, "sys"), ThrottleWindow: time.Second}
+	if h.kubelet != nil {
+		cfg.PodLogsPath = filepath.Join(dst, "var", "log")
+		testutil.WriteKubeletLogs(t, cfg.PodLogsPath, h.kubelet...)
+	}
+	return cfg
 }
 
 // scrapeText runs collectors and renders the exposition without volatile metrics.
 func scrapeText(t testing.TB, env *Env, cs map[string]Collector) string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister((&Set{env: env, collectors: cs}).Bind(context.Background()), env.Errors)
+	reg.MustRegister((&Set{env: env, collectors: cs}).Bind(context.Background()), env.Errors, env.Discovery)
 	return testutil.Exposition(t, reg, volatile)
 }
 
@@ -63,7 +69,7 @@ func TestGoldenScrape(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := scrapeCgroups(t, env, "effective")
+			got := scrapeCgroups(t, env, "binding")
 			golden := filepath.Join("testdata", h.name+".golden.prom")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {

@@ -274,7 +274,7 @@ func TestHostileTenants(t *testing.T) {
 	})
 	start("fifo at tmp", "", func(j *testutil.Jail, pid int) { j.Mkfifo(t, "tmp") })
 	// Binaries: a huge sparse one (above the inspection cap) and a crafted one whose section
-	// name table claims 900 MiB (the recipe of goruntime's and elfcap's fuzz seeds), each
+	// name table claims 900 MiB (the recipe of goruntime's and elfscan's fuzz seeds), each
 	// named like a Go program and like java.
 	bins := t.TempDir()
 	craftBinary(t, filepath.Join(bins, "huge"), 0, 2<<30)

@@ -70,7 +70,7 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
 	procs := source.WithRuntime(all, source.RuntimeJVM)
-	// Perf data and thread names, in parallel and quarantined per process; detection's
+	// Perf data and thread names, in parallel and skipped per process while stuck; detection's
 	// reading of this scrape is reused.
 	res := source.Each(ctx, src, procs, "perf data", func(ctx context.Context, p *source.Process) (*jvm.Info, error) {
 		if p.DetectedJVM() != nil {
@@ -98,8 +98,8 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 			e.gauge(jvmThreadsDesc, float64(info.Threads[k]), string(k))
 		}
 		if !info.PerfDataAvailable() || info.Counters == nil {
-			if u := info.Unavailable; u != nil && (u.Reason == jvm.ReasonStale || u.Reason == jvm.ReasonForeign) {
-				t.add(fmt.Sprintf("pid %d", p.PID), u) // perf_data_mismatch: another process's file
+			if u := info.Unavailable; u != nil && u.Mismatch() {
+				t.add(fmt.Sprintf("pid %d", p.PID), u) // perf_data_mismatch: another process's file, or nobody's
 			}
 			e.gauge(jvmPerfDataDesc, 0)
 			c.logUnavailable(p, info)

@@ -13,11 +13,15 @@ import (
 // cgroupLabels identify a cgroup on every per-cgroup series. pod_uid, container_id and
 // qos_class are absent where the path does not show them (empty values are never sent).
 // namespace, pod and container are the Kubernetes names when the kubelet's log directories
-// name the pod UID or container id (pod-level cgroups: namespace and pod only).
+// name the pod UID or container id (pod-level cgroups: namespace and pod only); a pod's
+// sandbox carries container="POD".
 var cgroupLabels = []string{"cgroup", "pod_uid", "container_id", "qos_class", "namespace", "pod", "container"}
 
 func cgroupLabelValues(cg cgroupfs.Cgroup, extra ...string) []string {
 	id, n := cg.Identity, cg.Names
+	if cg.Kind == cgroupfs.KindSandbox {
+		n.Container = SandboxContainer
+	}
 	vals := append([]string{cg.Path, id.PodUID, id.ContainerID, id.QoSClass, n.Namespace, n.Pod, n.Container}, extra...)
 	for i, v := range vals {
 		// Tenants choose names, versions and paths: one rule for every label value.

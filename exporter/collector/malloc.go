@@ -62,7 +62,7 @@ func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout,
 	}
 	environ, envErr := env.Processes.Environ(ctx, p)
 	st, limit, err := malloc.InspectWithLimit(ctx, env.Config.ProcPath, env.Config.SysPath, p.PID,
-		malloc.Known{Env: environ, EnvErr: envErr, ThreadNames: p.ThreadNames(ctx, env.Config.ProcPath)})
+		malloc.Known{Env: environ, EnvErr: envErr, ThreadNames: p.ThreadNames(ctx, env.Config.ProcPath), Allocators: env.Processes.Allocators})
 	if st == nil {
 		// Remember the failure so a process we may not read is not retried every scrape.
 		h = heapLayout{at: time.Now(), failed: true}
@@ -77,7 +77,7 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	t := newProcessTally("malloc", c.env.Errors)
 	procs, _ := c.env.Processes.Processes(ctx)
 	heuristic := 0
-	// maps, mem and environ, in parallel and quarantined per process.
+	// maps, mem and environ, in parallel and skipped per process while stuck.
 	res := source.Each(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *source.Process) (heapLayout, error) {
 		return heapLayoutOf(ctx, c.env, p)
 	})

@@ -49,8 +49,8 @@ func TestHostCgroupTreeMountedIntoContainer(t *testing.T) {
 	}
 	cpu, _ := newCPUCollector(env)
 	mem, _ := newMemoryCollector(env)
-	eff, _ := newEffectiveCollector(env)
-	got := scrapeText(t, env, map[string]Collector{"cpu": cpu, "memory": mem, "effective": eff})
+	eff, _ := newBindingCollector(env)
+	got := scrapeText(t, env, map[string]Collector{"cpu": cpu, "memory": mem, "binding": eff})
 	want, _ := os.ReadFile(filepath.Join("testdata", h.name+".golden.prom"))
 	// The golden file also has the throttle sampler's series; compare the cpu and memory ones.
 	for _, line := range strings.Split(string(want), "\n") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
@@ -46,7 +47,7 @@ func newOOMCollector(env *Env) (Collector, error) {
 	cfg := oomwatch.Config{Layout: env.Cgroups.Layout(), Retention: env.Config.OOMRetention,
 		Descriptors: env.Descriptors, Logger: env.Logger}
 	if env.PodNames != nil {
-		cfg.Name = env.PodNames.Name
+		cfg.Name = func(cg *cgroupfs.Cgroup) { env.PodNames.NameCgroup(cg) }
 	}
 	w, err := oomwatch.New(cfg)
 	if errors.Is(err, oomwatch.ErrUnsupported) {

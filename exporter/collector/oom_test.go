@@ -284,7 +284,7 @@ func TestOOMRetainedKillNamedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := oomwatch.NewRetained(cfg.OOMRetention, env.PodNames.Name)
+	r := oomwatch.NewRetained(cfg.OOMRetention, func(cg *cgroupfs.Cgroup) { env.PodNames.NameCgroup(cg) })
 	gone := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b2c3f9a_1d2e_4f5a_8b9c_0d1e2f3a4b5c.slice/cri-containerd-gone.scope"
 	r.Keep(cgroupfs.Cgroup{
 		Path:     gone,

@@ -179,7 +179,7 @@ func scrapeOnce(t testing.TB, env *Env, reg *prometheus.Registry) {
 
 // scrapeCollectors are the collectors that read files during a scrape (throttle and smaps
 // read in their own loops, never in a scrape).
-var scrapeCollectors = []string{"cpu", "memory", "effective", "oom", "process", "go", "jvm", "malloc"}
+var scrapeCollectors = []string{"cpu", "memory", "binding", "oom", "process", "go", "jvm", "malloc"}
 
 // TestOpensPerScrapeFixture: on a fixture host with JVM, Go and glibc processes, one scrape
 // (the first, which detects every runtime, and a later one) opens each /proc/<pid> file and

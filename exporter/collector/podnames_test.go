@@ -134,7 +134,7 @@ func TestSeriesBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := scrapeCgroups(t, env, "effective", "oom")
+			got := scrapeCgroups(t, env, "binding", "oom")
 			if strings.Contains(got, `=""`) {
 				t.Errorf("empty-valued label in a default scrape:\n%s", got)
 			}

@@ -149,7 +149,7 @@ func TestFIFOInPlaceOfProcessFile(t *testing.T) {
 			healthy := func() map[string]bool {
 				set := newSet()
 				defer set.Close()
-				mfs, err := set.Gather(context.Background(), wedgeTimeout)
+				mfs, err := set.Gather(context.Background(), stuckTimeout)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -218,7 +218,7 @@ func TestFIFOInPlaceOfProcessFile(t *testing.T) {
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 				newScrape(set.env)
 				var err error
-				if mfs, err = set.Gather(context.Background(), wedgeTimeout); err != nil {
+				if mfs, err = set.Gather(context.Background(), stuckTimeout); err != nil {
 					t.Fatal(err)
 				}
 				back := true

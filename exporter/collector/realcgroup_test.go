@@ -29,22 +29,23 @@ func scrapeFamilies(t testing.TB, env *Env, cs map[string]Collector) map[string]
 
 // seriesFor returns the metric of a family whose cgroup label is path (and extra label pairs).
 func seriesFor(mfs map[string]*dto.MetricFamily, name, path string, pairs ...string) *dto.Metric {
+	return seriesForLabels(mfs, name, append([]string{"cgroup", path}, pairs...)...)
+}
+
+// seriesForLabels is the series of a family with these label pairs.
+func seriesForLabels(mfs map[string]*dto.MetricFamily, name string, pairs ...string) *dto.Metric {
 	mf := mfs[name]
 	if mf == nil {
 		return nil
 	}
 next:
 	for _, m := range mf.Metric {
-		want := map[string]string{"cgroup": path}
-		for i := 0; i+1 < len(pairs); i += 2 {
-			want[pairs[i]] = pairs[i+1]
-		}
 		got := map[string]string{}
 		for _, lp := range m.Label {
 			got[lp.GetName()] = lp.GetValue()
 		}
-		for k, v := range want {
-			if got[k] != v {
+		for i := 0; i+1 < len(pairs); i += 2 {
+			if got[pairs[i]] != pairs[i+1] {
 				continue next
 			}
 		}

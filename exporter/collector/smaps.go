@@ -99,7 +99,7 @@ func (c *smapsCollector) refresh(ctx context.Context) {
 	for i, r := range res {
 		p := due[i]
 		if errors.Is(r.Err, errNotGlibc) || errors.Is(r.Err, procread.ErrStuck) || !r.Done {
-			continue // not due a reading, or quarantined (counted once, when it got stuck)
+			continue // not due a reading, or stuck (counted once, when it got stuck)
 		}
 		if errors.Is(r.Err, os.ErrNotExist) {
 			continue // exited since the listing: nothing to read, not an error

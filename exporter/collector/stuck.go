@@ -16,7 +16,7 @@ var stuckReadsDesc = selfMetric(prometheus.NewDesc(namespace+"_exporter_stuck_re
 		"each costs one blocked OS thread.",
 	[]string{"collector", "kind"}, nil))
 
-// StuckReads exports the stuck counts of the exporter's quarantine gates
+// StuckReads exports the stuck counts of the exporter's stuck-read gates
 // (quota_exporter_stuck_reads{collector,kind}).
 type StuckReads struct {
 	mu    sync.Mutex

@@ -63,7 +63,7 @@ const samplerWorkers = 2
 
 // throttleCollector owns the background sampler and exposes its histograms. The sampler
 // reads without holding mu (scrapes take it), each cpu.stat within half a window: a stuck
-// file is quarantined (procread.Gate) and costs the sampler that cgroup only.
+// file is skipped (procread.Gate) and costs the sampler that cgroup only.
 type throttleCollector struct {
 	env    *Env
 	window time.Duration
@@ -101,7 +101,7 @@ type throttleSeries struct {
 	throttledSeconds   float64
 	ratio, seconds     histogram
 	lastSeenGeneration uint64 // of the last complete snapshot that listed it
-	abandoned          bool   // a read timed out: its descriptor may still be in use, never close it
+	stuck              bool   // a read timed out and may still hold the descriptor: never close it
 	// parent is the nearest sampled ancestor (a pod whose containers have limits of their
 	// own), relinked whenever the set changes; win is this window's deltas, for its children.
 	parent *throttleSeries
@@ -207,7 +207,7 @@ func (c *throttleCollector) Close() {
 
 // release closes a series' descriptor unless a read of it may still be outstanding.
 func (c *throttleCollector) release(s *throttleSeries) {
-	if s.fd >= 0 && !s.abandoned {
+	if s.fd >= 0 && !s.stuck {
 		syscall.Close(s.fd)
 		c.open--
 		c.fds.Release(1)
@@ -398,7 +398,7 @@ func (c *throttleCollector) sample(ctx context.Context) {
 		s.win = windowDeltas{}
 		if errors.Is(r.Err, procread.ErrTimeout) {
 			if r.Done && !errors.Is(r.Err, procread.ErrStuck) {
-				s.abandoned = true // this read may still hold the descriptor
+				s.stuck = true // this read may still hold the descriptor
 			}
 			continue
 		}

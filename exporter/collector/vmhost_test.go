@@ -24,14 +24,14 @@ func allHosts() []host { return append(hosts[:len(hosts):len(hosts)], vmHost) }
 
 // The VM's scenario, as the kernel's files show it, read back by the collectors: the limit
 // that binds each container and where it comes from.
-func TestVMHostEffectiveLimits(t *testing.T) {
+func TestVMHostBindingLimits(t *testing.T) {
 	cfg := installHost(t, vmHost)
 	env, err := NewEnv(cfg, discardLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	eff, _ := newEffectiveCollector(env)
-	mfs := scrapeFamilies(t, env, map[string]Collector{"effective": eff})
+	eff, _ := newBindingCollector(env)
+	mfs := scrapeFamilies(t, env, map[string]Collector{"binding": eff})
 	const (
 		podA    = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a0a0a0a_1111_4111_8111_00000000000a.slice"
 		podB    = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b0b0b0b_2222_4222_8222_00000000000b.slice"
@@ -45,9 +45,9 @@ func TestVMHostEffectiveLimits(t *testing.T) {
 		{podB + "/cri-containerd-" + strings.Repeat("c", 64) + ".scope", podB, 0.5},
 		{service, "/batch.slice", 0.3},
 	} {
-		m := seriesFor(mfs, "quota_cpu_effective_limit_cores", c.cgroup)
-		if m == nil || m.GetGauge().GetValue() != c.cores || labelOf(m, "limit_cgroup") != c.from {
-			t.Errorf("%s: effective limit %v, want %v from %s", c.cgroup, m, c.cores, c.from)
+		m := seriesFor(mfs, "quota_cpu_binding_limit_cores", c.cgroup)
+		if m == nil || m.GetGauge().GetValue() != c.cores || labelOf(m, "binding_cgroup") != c.from {
+			t.Errorf("%s: binding limit %v, want %v from %s", c.cgroup, m, c.cores, c.from)
 		}
 	}
 }

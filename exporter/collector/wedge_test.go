@@ -21,10 +21,10 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
 )
 
-// wedgeTimeout is the scrape deadline of these tests; a scrape may take it plus wedgeMargin.
+// stuckTimeout is the scrape deadline of these tests; a scrape may take it plus stuckMargin.
 const (
-	wedgeTimeout = 2 * time.Second
-	wedgeMargin  = 500 * time.Millisecond
+	stuckTimeout = 2 * time.Second
+	stuckMargin  = 500 * time.Millisecond
 )
 
 // stuckCgroup picks the host's first cgroup with processes and a CPU quota: the one whose
@@ -154,7 +154,7 @@ func TestFIFOInPlaceOfCgroupFile(t *testing.T) {
 				set := newSet()
 				defer set.Close()
 				time.Sleep(4 * cfg.ThrottleWindow) // the sampler's histograms need two windows
-				mfs, err := set.Gather(context.Background(), wedgeTimeout)
+				mfs, err := set.Gather(context.Background(), stuckTimeout)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -271,7 +271,7 @@ func TestHardDeadlineAndOneOutstandingUpdate(t *testing.T) {
 	for i := range 5 {
 		begin := time.Now()
 		mfs, err := set.Gather(context.Background(), 200*time.Millisecond)
-		if d := time.Since(begin); d > 200*time.Millisecond+wedgeMargin {
+		if d := time.Since(begin); d > 200*time.Millisecond+stuckMargin {
 			t.Fatalf("scrape %d took %v", i, d)
 		}
 		if err != nil {
@@ -359,13 +359,13 @@ func waitUntil(t *testing.T, cond func() bool) {
 	t.Fatal("condition not met in 5 s")
 }
 
-// gatherWithinDeadline runs scrape i of a wedge test and fails unless it answers within the
+// gatherWithinDeadline runs scrape i of a stuck-read test and fails unless it answers within the
 // deadline plus the margin.
 func gatherWithinDeadline(t *testing.T, set *Set, i int) []*dto.MetricFamily {
 	t.Helper()
 	begin := time.Now()
-	mfs, err := set.Gather(context.Background(), wedgeTimeout)
-	if d := time.Since(begin); d > wedgeTimeout+wedgeMargin {
+	mfs, err := set.Gather(context.Background(), stuckTimeout)
+	if d := time.Since(begin); d > stuckTimeout+stuckMargin {
 		t.Fatalf("scrape %d took %v", i, d)
 	}
 	if err != nil {

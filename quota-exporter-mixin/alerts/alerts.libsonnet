@@ -58,7 +58,7 @@ local utils = import '../lib/utils.libsonnet';
     // Its first value, formatted; nothing when the query returns none.
     local lookup(expr, matchers, format) =
       '{{ with %s }}{{ . | first | value | %s }}{{ end }}' % [query(expr, matchers), format],
-    local limitCores = lookup('cgroup:quota_cpu_limit_cores:effective{%s}', cgroupMatchers, 'printf "%.2g"'),
+    local limitCores = lookup('cgroup:quota_cpu_limit_cores:binding{%s}', cgroupMatchers, 'printf "%.2g"'),
     local throttledShare = lookup('cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m{%s}', cgroupMatchers, 'humanizePercentage'),
 
     // A string the watched process chose (its executable name, its Go version): the exporter has
@@ -102,7 +102,7 @@ local utils = import '../lib/utils.libsonnet';
     local gomaxprocsDescription(state) =
       'GOMAXPROCS={{ $value | printf "%.0f" }} in Go program ' + tenant('$labels.process') + ' of ' + where
       + ('{{ with %s }}{{ with first . }} against a {{ .Value | printf "%%.2g" }}-core CPU limit; its binary (' % query(
-           'quota_go_info{%s} * on(' + utils.labels(c.cgroupJoinLabels) + ') group_left() cgroup:quota_cpu_limit_cores:effective',
+           'quota_go_info{%s} * on(' + utils.labels(c.cgroupJoinLabels) + ') group_left() cgroup:quota_cpu_limit_cores:binding',
            processMatchers
          ))
       + tenant('.Labels.version') + ') {{ if eq .Labels.container_aware "true" }}is container-aware, so something overrides it'
@@ -146,7 +146,7 @@ local utils = import '../lib/utils.libsonnet';
             // workloads batchWorkloadSelector picks.
             scoped(function(m) cpuBound(m) + '\n'
                                + (if c.batchWorkloadSelector != '' then
-                                    '  unless %s cgroup:quota_cpu_limit_cores:effective{%s}\n' % [on, c.batchWorkloadSelector]
+                                    '  unless %s cgroup:quota_cpu_limit_cores:binding{%s}\n' % [on, c.batchWorkloadSelector]
                                   else '')
                                + '  ' + unexplained + '\n'),
             c.cpuAtLimitFor,
@@ -276,7 +276,7 @@ local utils = import '../lib/utils.libsonnet';
             // reaches the limit; only for cgroups that existed a third of the lookback ago.
             scoped(function(m) |||
               (
-                (cgroup:quota_memory_limit_bytes:effective{%(m)s} - quota_memory_working_set_bytes{%(sel)s, %(m)s})
+                (cgroup:quota_memory_limit_bytes:binding{%(m)s} - quota_memory_working_set_bytes{%(sel)s, %(m)s})
                   /
                 (%(deriv)s{%(m)s} > 0)
               ) < %(horizon)d
@@ -305,12 +305,12 @@ local utils = import '../lib/utils.libsonnet';
               (
                 quota_process_malloc_arenas{%(sel)s, %(node)s}
                   > %(on)s group_left()
-                (%(perCore)g * cgroup:quota_cpu_limit_cores:effective)
+                (%(perCore)g * cgroup:quota_cpu_limit_cores:binding)
                 or
                 (
                   quota_process_malloc_arenas{%(sel)s, %(node)s} > %(noLimit)g
                   unless %(on)s
-                  cgroup:quota_cpu_limit_cores:effective
+                  cgroup:quota_cpu_limit_cores:binding
                 )
               )
               and
@@ -337,13 +337,13 @@ local utils = import '../lib/utils.libsonnet';
             scoped(function(m) |||
               quota_memory_working_set_bytes{%(sel)s, %(m)s}
                 /
-              cgroup:quota_memory_limit_bytes:effective{%(m)s}
+              cgroup:quota_memory_limit_bytes:binding{%(m)s}
               > %(ratio)g
             ||| % { sel: sel, m: m, ratio: c.memoryNearLimitRatio }),
             c.memoryNearLimitFor,
             "A cgroup's working set is close to its memory limit.",
             'The working set of ' + where + ' is {{ $value | humanizePercentage }} of its '
-            + lookup('cgroup:quota_memory_limit_bytes:effective{%s}', cgroupMatchers, 'humanize1024') + 'B memory limit.'
+            + lookup('cgroup:quota_memory_limit_bytes:binding{%s}', cgroupMatchers, 'humanize1024') + 'B memory limit.'
           ),
           alert(
             'QuotaContainerOOMKilled',

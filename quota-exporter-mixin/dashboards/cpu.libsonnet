@@ -9,7 +9,7 @@ local common = import 'common.libsonnet';
     local d = common.new(c);
     local s = d.cgroupSel;
     local by = d.cgroupBy;
-    local warmup = utils.seconds(c.warmupWindow);
+    local warmup = utils.seconds(c.warmupPeriod);
 
     d.dashboard(
       'quota-cpu-throttling.json',
@@ -24,7 +24,7 @@ local common = import 'common.libsonnet';
           + 'limit on average means the cgroup is throttled in bursts.',
           [
             common.workload('sum by (%s) (rate(quota_cpu_usage_seconds_total{%s}[$__rate_interval]))' % [by, s], '{{name}} used'),
-            common.workload('max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s})' % [by, s], '{{name}} limit'),
+            common.workload('max by (%s) (cgroup:quota_cpu_limit_cores:binding{%s})' % [by, s], '{{name}} limit'),
           ],
         ) + common.limitsDashed,
         common.timeSeries(
@@ -106,9 +106,9 @@ local common = import 'common.libsonnet';
         common.timeSeries(
           'Process age',
           's',
-          'Time since each process started. Throttling while the age is below the warm-up window ('
-          + c.warmupWindow + ') is warm-up throttling (JIT, class loading, cache fill); the shaded annotations mark '
-          + 'each warm-up window.',
+          'Time since each process started. Throttling while the age is below the warm-up period ('
+          + c.warmupPeriod + ') is warm-up throttling (JIT, class loading, cache fill); the shaded annotations mark '
+          + 'each warm-up period.',
           [common.workload('time() - quota_process_start_time_seconds{%s}' % s, '{{name}} {{process}} ({{runtime}})')],
         ),
         common.timeSeries(
@@ -155,7 +155,7 @@ local common = import 'common.libsonnet';
       ],
       annotations=[
         g.dashboard.annotation.new(
-          'Warm-up windows',
+          'Warm-up periods',
           'max by (%s, process) (time() - quota_process_start_time_seconds{%s} < %d)' % [by, s, warmup],
           'rgba(255, 152, 48, 0.4)'
         ),

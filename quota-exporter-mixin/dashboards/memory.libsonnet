@@ -28,7 +28,7 @@ local common = import 'common.libsonnet';
             common.workload('max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], '{{name}} RSS'),
             common.workload('max by (%s) (quota_memory_cache_bytes{%s})' % [by, s], '{{name}} page cache'),
             common.workload('max by (%s) (predict_linear(quota_memory_working_set_bytes{%s}[%s], %d))' % [by, s, c.memoryCreepLookback, horizon], '{{name}} projected in ' + c.memoryCreepHorizon),
-            common.workload('max by (%s) (cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s], '{{name}} limit'),
+            common.workload('max by (%s) (cgroup:quota_memory_limit_bytes:binding{%s})' % [by, s], '{{name}} limit'),
           ],
         ) + common.limitsDashed,
         common.timeSeries(
@@ -42,7 +42,7 @@ local common = import 'common.libsonnet';
           'percentunit',
           "Working set against the memory limit that binds (its own or its pod's; what QuotaMemoryNearLimit "
           + 'compares); cgroups without a limit are absent.',
-          [common.workload('max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:effective{%s})' % [by, s, s], '{{name}}')],
+          [common.workload('max by (%s) (quota_memory_working_set_bytes{%s} / cgroup:quota_memory_limit_bytes:binding{%s})' % [by, s, s], '{{name}}')],
         ) + d.seriesDrillDown(['quota-cpu-throttling.json', 'quota-runtime-pauses.json']),
         common.timeSeries(
           'Memory pressure (PSI)',

@@ -8,7 +8,7 @@ local common = import 'common.libsonnet';
     local by = d.cgroupBy;
     // The CPU limit of cgroups that run a JVM / a Go program.
     local limitOf(metric) =
-      'max by (%s) (cgroup:quota_cpu_limit_cores:effective{%s} and %s %s{%s})' % [by, s, d.cgroupJoin, metric, s];
+      'max by (%s) (cgroup:quota_cpu_limit_cores:binding{%s} and %s %s{%s})' % [by, s, d.cgroupJoin, metric, s];
     // The application's own metrics carry its pod's namespace and pod (from its own scrape).
     local appSel(sel) = sel + ', namespace=~"$namespace", pod=~"$pod"';
 

@@ -11,34 +11,34 @@ local utils = import '../lib/utils.libsonnet';
     local cgLabels = utils.labels(c.cgroupLabels),
 
     // rule at the level whose limit binds, per cgroup: the larger of its own value, that of the
-    // cgroup whose limit binds it (limit_cgroup of the effective-limit series, issue 10: on v2
+    // cgroup whose limit binds it (binding_cgroup of the binding-limit series, issue 10: on v2
     // before Linux 6.6 a container without a limit of its own is throttled through its pod's
     // cpu.stat only) and, for a container with a limit of its own, its pod's. The kubelet sets a
     // single-container pod's limit equal to its container's, and the kernel throttles both levels
     // in the same periods (measured, issue 25: container +5/s, pod +3-5/s of 10): a sum would
     // count one stall twice, the larger is the union's honest lower bound (docs/cgroups.md).
     local binding(rule) =
-      local byLimit(m) = 'label_replace(%s{%s}, "limit_cgroup", "$1", "cgroup", "(.*)")' % [rule, m];
+      local byLimit(m) = 'label_replace(%s{%s}, "binding_cgroup", "$1", "cgroup", "(.*)")' % [rule, m];
       |||
-        max without (limit_cgroup) (
+        max without (binding_cgroup) (
           %(rule)s
           or
-          quota_cpu_effective_limit_cores{%(sel)s} * 0 + on(%(limitOn)s) group_left() %(limit)s
+          quota_cpu_binding_limit_cores{%(sel)s} * 0 + on(%(limitOn)s) group_left() %(limit)s
           or
-          %(rule)s{container_id!=""} * 0 + on(%(podOn)s) group_left(limit_cgroup) %(pod)s
+          %(rule)s{container_id!=""} * 0 + on(%(podOn)s) group_left(binding_cgroup) %(pod)s
         )
       ||| % {
         rule: rule,
         sel: sel,
-        limitOn: utils.labels(c.clusterLabels + ['job', 'instance', 'limit_cgroup']),
+        limitOn: utils.labels(c.clusterLabels + ['job', 'instance', 'binding_cgroup']),
         limit: byLimit(''),
         podOn: utils.labels(c.podJoinLabels),
         pod: byLimit('container_id="", pod_uid!=""'),
       },
 
-    // The limit that binds a cgroup: the effective limit where exported, else its own.
-    local effective(own, eff) = |||
-      max without (limit_cgroup) (%(eff)s{%(sel)s})
+    // The limit that binds a cgroup: the binding limit where exported, else its own.
+    local bindingLimit(own, eff) = |||
+      max without (binding_cgroup) (%(eff)s{%(sel)s})
         or
       %(own)s{%(sel)s}
     ||| % { own: own, eff: eff, sel: sel },
@@ -98,12 +98,12 @@ local utils = import '../lib/utils.libsonnet';
             ||| % { sel: sel, on: on },
           },
           {
-            record: 'cgroup:quota_cpu_limit_cores:effective',
-            expr: effective('quota_cpu_limit_cores', 'quota_cpu_effective_limit_cores'),
+            record: 'cgroup:quota_cpu_limit_cores:binding',
+            expr: bindingLimit('quota_cpu_limit_cores', 'quota_cpu_binding_limit_cores'),
           },
           {
-            record: 'cgroup:quota_memory_limit_bytes:effective',
-            expr: effective('quota_memory_limit_bytes', 'quota_memory_effective_limit_bytes'),
+            record: 'cgroup:quota_memory_limit_bytes:binding',
+            expr: bindingLimit('quota_memory_limit_bytes', 'quota_memory_binding_limit_bytes'),
           },
           {
             // The throttled share every alert judges a cgroup on: at the level whose limit binds.
@@ -130,7 +130,7 @@ local utils = import '../lib/utils.libsonnet';
             expr: |||
               cgroup:quota_cpu_usage_seconds:rate5m
                 / %(on)s group_left()
-              cgroup:quota_cpu_limit_cores:effective
+              cgroup:quota_cpu_limit_cores:binding
             ||| % { on: on },
           },
           {
@@ -168,7 +168,7 @@ local utils = import '../lib/utils.libsonnet';
             expr: |||
               process:quota_runtime_parallelism:threads
                 / %(on)s group_left
-              cgroup:quota_cpu_limit_cores:effective
+              cgroup:quota_cpu_limit_cores:binding
             ||| % { on: on },
           },
           {
@@ -176,7 +176,7 @@ local utils = import '../lib/utils.libsonnet';
             expr: |||
               quota_jvm_gc_parallel_threads{%(sel)s}
                 / %(on)s group_left
-              cgroup:quota_cpu_limit_cores:effective
+              cgroup:quota_cpu_limit_cores:binding
             ||| % { sel: sel, on: on },
           },
           {
@@ -184,7 +184,7 @@ local utils = import '../lib/utils.libsonnet';
             expr: |||
               quota_go_gomaxprocs{%(sel)s}
                 / %(on)s group_left
-              cgroup:quota_cpu_limit_cores:effective
+              cgroup:quota_cpu_limit_cores:binding
             ||| % { sel: sel, on: on },
           },
           {
@@ -207,7 +207,7 @@ local utils = import '../lib/utils.libsonnet';
               frozen: c.frozenSecondsPer10m,
               on: on,
               rt: c.warmupRuntimes,
-              warmup: utils.seconds(c.warmupWindow),
+              warmup: utils.seconds(c.warmupPeriod),
             },
           },
           {
@@ -284,6 +284,9 @@ local utils = import '../lib/utils.libsonnet';
             // A container kube-state-metrics no longer lists (restarted: its info now carries the
             // new container id, as for the OOM-killed container whose kill counter the exporter
             // keeps) still gets its pod's namespace and name through the pod UID.
+            // A static pod's cgroups carry the kubelet's hash of its manifest as pod UID, which
+            // kube_pod_info (the mirror pod's own UID) never shows: its containers, which
+            // kube-state-metrics lists by id from the mirror pod's status, name its pod UID.
             record: 'cgroup:quota_kube_names:info',
             expr: |||
               (
@@ -297,7 +300,15 @@ local utils = import '../lib/utils.libsonnet';
                   quota_cpu_usage_seconds_total{%(sel)s, pod_uid!=""} or quota_memory_oom_kills_total{%(sel)s, pod_uid!=""}
                 )
                   * on(%(ksmPrefix)spod_uid) group_left(namespace, pod)
-                max by (%(ksmPrefix)spod_uid, namespace, pod) (label_replace(kube_pod_info{%(ksm)s}, "pod_uid", "$1", "uid", "(.*)"))
+                (
+                  max by (%(ksmPrefix)spod_uid, namespace, pod) (label_replace(kube_pod_info{%(ksm)s}, "pod_uid", "$1", "uid", "(.*)"))
+                    or
+                  max by (%(ksmPrefix)spod_uid, namespace, pod) (
+                    group by (%(ksmPrefix)spod_uid, container_id) (quota_cpu_usage_seconds_total{%(sel)s, pod_uid!="", container_id!=""})
+                      * on(%(ksmPrefix)scontainer_id) group_left(namespace, pod)
+                    max by (%(ksmPrefix)scontainer_id, namespace, pod) (kube_pod_container_info{%(ksm)s, container_id!=""})
+                  )
+                )
               )
             ||| % { by: clusterBy, sel: sel, ksm: ksm, ksmPrefix: ksmPrefix },
           }] else []
@@ -329,12 +340,12 @@ local utils = import '../lib/utils.libsonnet';
             expr: |||
               (
                 cgroup:quota_jvm_heap_max_bytes:sum + %(on)s cgroup:quota_memory_working_set_bytes:minus_jvm_heap
-                  < %(on)s (0.95 * cgroup:quota_memory_limit_bytes:effective)
+                  < %(on)s (0.95 * cgroup:quota_memory_limit_bytes:binding)
               )
               unless %(on)s
               (
                 (
-                  cgroup:quota_memory_limit_bytes:effective
+                  cgroup:quota_memory_limit_bytes:binding
                     - %(on)s cgroup:quota_jvm_heap_max_bytes:sum
                     - %(on)s cgroup:quota_memory_working_set_bytes:minus_jvm_heap
                 )

@@ -6,6 +6,7 @@ package chart
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,7 +27,8 @@ import (
 const (
 	release   = "qe"
 	namespace = "monitoring"
-	// A Helm built with `go tool` reports Kubernetes v1.20 unless told; the chart needs 1.30.
+	// The Kubernetes the value sets are rendered for (a Helm built with `go tool` reports v1.20
+	// unless told; TestChartTemplateWithoutKubeVersion renders without it).
 	kubeVersion = "1.37.0"
 )
 
@@ -89,7 +91,22 @@ type valueSet struct {
 	pod                               examples.PodWant
 	podMonitor, serviceMonitor, rules bool
 	tls, basicAuth                    bool
-	monitorLabels                     map[string]string
+	// selectorLabels are the labels every monitor and rule carries for a Prometheus to select
+	// (prometheusSelectorLabels); monitorLabels a monitor's own.
+	selectorLabels, monitorLabels map[string]string
+	// registry is the exporter image's registry (global.imageRegistry wins over image.registry).
+	registry string
+	// monitorAPIVersion: the monitors' group (Azure's managed Prometheus reads its own).
+	monitorAPIVersion string
+	// limits: the PodMonitor's per-scrape limits.
+	limits map[string]int64
+	// admitted: the namespaces the NetworkPolicy admits.
+	admitted []string
+	// openshift: an SCC and its use; rbacProxy: kube-rbac-proxy's RBAC and monitors over HTTPS.
+	openshift, rbacProxy bool
+	// podSecurity: fields the pod securityContext must have beside the collectors' (the
+	// securityContext value, openshift.seLinuxType).
+	podSecurity func(*corev1.PodSecurityContext) bool
 }
 
 var valueSets = []valueSet{
@@ -100,6 +117,21 @@ var valueSets = []valueSet{
 	{file: "ci/tls-only-values.yaml", pod: examples.PodWant{ProbeScheme: corev1.URISchemeHTTPS}, podMonitor: true, rules: true, tls: true},
 	{file: "ci/no-crds-values.yaml"},
 	{file: "ci/cgroups-only-values.yaml", pod: examples.PodWant{NoProcessReaders: true}, podMonitor: true, rules: true},
+	{file: "ci/openshift-values.yaml", podMonitor: true, rules: true, openshift: true,
+		podSecurity: func(sc *corev1.PodSecurityContext) bool {
+			return sc.SELinuxOptions != nil && sc.SELinuxOptions.Type == "spc_t"
+		}},
+	{file: "ci/kube-rbac-proxy-values.yaml", pod: examples.PodWant{RBACProxy: true}, podMonitor: true, rules: true, rbacProxy: true},
+	{file: "ci/managed-values.yaml", pod: examples.PodWant{PriorityClass: "system-node-critical"}, podMonitor: true, rules: true,
+		selectorLabels: map[string]string{"release": "kps"}, registry: "mirror.example.com",
+		monitorAPIVersion: "azmonitoring.coreos.com/v1",
+		limits:            map[string]int64{"sampleLimit": 200000, "labelLimit": 63, "labelNameLengthLimit": 511, "labelValueLengthLimit": 1023},
+		admitted:          []string{"monitoring", "kube-system"},
+		podSecurity: func(sc *corev1.PodSecurityContext) bool {
+			return sc.AppArmorProfile != nil && sc.AppArmorProfile.Type == corev1.AppArmorProfileTypeLocalhost &&
+				sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeLocalhost &&
+				sc.RunAsUser != nil && *sc.RunAsUser == 0
+		}},
 }
 
 func (v valueSet) name() string {
@@ -148,8 +180,12 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 	examples.CheckExporterPod(t, pod, v.pod)
 	c := pod.Containers[0]
 	examples.CheckResources(t, c.Resources)
-	if want := "ghcr.io/quota-exporter/quota-exporter:" + chart.AppVersion; c.Image != want {
+	registry := cmp.Or(v.registry, "ghcr.io")
+	if want := registry + "/quota-exporter/quota-exporter:" + chart.AppVersion; c.Image != want {
 		t.Errorf("image %q, want %q (the tag defaults to the chart's appVersion)", c.Image, want)
+	}
+	if v.podSecurity != nil && (pod.SecurityContext == nil || !v.podSecurity(pod.SecurityContext)) {
+		t.Errorf("pod securityContext %+v lacks what the values ask for", pod.SecurityContext)
 	}
 	for k, val := range ds.Spec.Selector.MatchLabels {
 		if podLabels[k] != val {
@@ -168,9 +204,26 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 			t.Errorf("Service selector %s=%s does not match the exporter pods", k, val)
 		}
 	}
-	examples.CheckNetworkPolicy(t, m.NetworkPolicies[0], podLabels, "metrics")
+	admitted := v.admitted
+	if admitted == nil {
+		admitted = []string{"monitoring"}
+	}
+	examples.CheckNetworkPolicy(t, m.NetworkPolicies[0], podLabels, "metrics", admitted)
 	examples.CheckNames(t, m)
+	clusterScoped := map[string]bool{}
+	for _, o := range m.ClusterRoles {
+		clusterScoped[o.Name] = true
+	}
+	for _, o := range m.ClusterRoleBindings {
+		clusterScoped[o.Name] = true
+	}
+	for _, o := range m.SecurityConstraints {
+		clusterScoped[o.Name] = true
+	}
 	for _, obj := range m.Metas {
+		if obj.Namespace == "" && clusterScoped[obj.Name] {
+			continue
+		}
 		if obj.Namespace != namespace {
 			t.Errorf("%s has namespace %q, want %q: plain kubectl apply must put it in the release's namespace", obj.Name, obj.Namespace, namespace)
 		}
@@ -190,7 +243,10 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 		secrets[s.Name] = s
 	}
 	for _, pm := range m.PodMonitors {
-		checkSelectedByPrometheus(t, "PodMonitor", pm.Labels, v.monitorLabels)
+		checkSelectedByPrometheus(t, "PodMonitor", pm.Labels, v.selectorLabels, v.monitorLabels)
+		checkMonitorGroup(t, "PodMonitor", pm.APIVersion, v.monitorAPIVersion)
+		checkLimits(t, map[string]*int64{"sampleLimit": pm.Spec.SampleLimit, "targetLimit": pm.Spec.TargetLimit, "labelLimit": pm.Spec.LabelLimit,
+			"labelNameLengthLimit": pm.Spec.LabelNameLengthLimit, "labelValueLengthLimit": pm.Spec.LabelValueLengthLimit}, v.limits)
 		checkSelects(t, "PodMonitor", pm.Spec.Selector.MatchLabels, pm.Spec.NamespaceSelector, podLabels)
 		if len(pm.Spec.PodMetricsEndpoints) != 1 {
 			t.Fatalf("PodMonitor has %d endpoints, want 1", len(pm.Spec.PodMetricsEndpoints))
@@ -201,9 +257,13 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 		}
 		examples.CheckTargetLabels(t, ep.RelabelConfigs, "podMonitor/"+namespace+"/"+pm.Name+"/0")
 		checkEndpointAuth(t, v, ep.Scheme, ep.TLSConfig, ep.BasicAuth, secrets)
+		if v.rbacProxy && (ep.Authorization == nil || ep.Authorization.Credentials == nil) {
+			t.Error("behind kube-rbac-proxy the PodMonitor must send a token (prometheus.podMonitor.authorization)")
+		}
 	}
 	for _, sm := range m.ServiceMonitors {
-		checkSelectedByPrometheus(t, "ServiceMonitor", sm.Labels, v.monitorLabels)
+		checkSelectedByPrometheus(t, "ServiceMonitor", sm.Labels, v.selectorLabels, v.monitorLabels)
+		checkMonitorGroup(t, "ServiceMonitor", sm.APIVersion, v.monitorAPIVersion)
 		checkSelects(t, "ServiceMonitor", sm.Spec.Selector.MatchLabels, sm.Spec.NamespaceSelector, svc.Labels)
 		if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" {
 			t.Fatalf("ServiceMonitor: want one endpoint on the port named metrics, got %+v", sm.Spec.Endpoints)
@@ -217,13 +277,21 @@ func checkRendered(t *testing.T, v valueSet, m examples.Manifests, chart appChar
 		checkEndpointAuth(t, v, ep.Scheme, tlsCfg, ep.BasicAuth, secrets)
 	}
 	for _, pr := range m.PrometheusRules {
-		checkSelectedByPrometheus(t, "PrometheusRule", pr.Labels, nil)
+		checkSelectedByPrometheus(t, "PrometheusRule", pr.Labels, v.selectorLabels, nil)
 		checkRules(t, pr)
 	}
-	examples.CheckDashboardConfigMaps(t, testenv.RepoRoot(), m.ConfigMaps)
+	var dashboards []corev1.ConfigMap
+	for _, cm := range m.ConfigMaps {
+		if _, ok := cm.Data["config.yaml"]; !ok {
+			dashboards = append(dashboards, cm)
+		}
+	}
+	examples.CheckDashboardConfigMaps(t, testenv.RepoRoot(), dashboards)
 	if v.tls || v.basicAuth {
 		checkWebConfigServes(t, v, pod, secrets)
 	}
+	checkOpenShift(t, v, m, pod)
+	checkRBACProxyAccess(t, v, m, pod)
 	if v.file == "" || v.pod.NoProcessReaders {
 		// The rendered pod's mounts, arguments, user and capabilities are enough (root only).
 		examples.CheckPodMountsSuffice(t, testenv.RepoRoot(), pod, v.pod)
@@ -237,16 +305,41 @@ func b2i(b bool) int {
 	return 0
 }
 
-// checkSelectedByPrometheus: a kube-prometheus-stack Prometheus selects monitors and rules by
-// its release label; the chart's default carries it, and a monitor's own labels join it.
-func checkSelectedByPrometheus(t *testing.T, kind string, got, extra map[string]string) {
+// checkSelectedByPrometheus: monitors and rules carry the prometheusSelectorLabels asked for
+// and nothing else of the kind: no release label by default, since a kube-prometheus-stack
+// Prometheus selects release=<its own release name>, which the chart cannot know. A monitor's own
+// labels join them.
+func checkSelectedByPrometheus(t *testing.T, kind string, got, selector, extra map[string]string) {
 	t.Helper()
-	if got["release"] != "kube-prometheus-stack" {
-		t.Errorf("%s labels %v lack release=kube-prometheus-stack (prometheusSelectorLabels)", kind, got)
+	if _, ok := selector["release"]; !ok && got["release"] != "" {
+		t.Errorf("%s carries release=%s, which nobody asked for (prometheusSelectorLabels)", kind, got["release"])
 	}
-	for k, v := range extra {
-		if got[k] != v {
-			t.Errorf("%s lacks its additional label %s=%s", kind, k, v)
+	for _, want := range []map[string]string{selector, extra} {
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s lacks the label %s=%s", kind, k, v)
+			}
+		}
+	}
+}
+
+// checkMonitorGroup: the monitors' apiVersion follows prometheus.*.apiVersion (default the
+// Prometheus Operator's).
+func checkMonitorGroup(t *testing.T, kind, got, want string) {
+	t.Helper()
+	if want = cmp.Or(want, "monitoring.coreos.com/v1"); got != want {
+		t.Errorf("%s apiVersion %q, want %q", kind, got, want)
+	}
+}
+
+// checkLimits: the PodMonitor's scrape limits are those asked for, and none by default (a
+// sampleLimit drops the node's whole scrape when one tenant multiplies its series).
+func checkLimits(t *testing.T, limits map[string]*int64, want map[string]int64) {
+	t.Helper()
+	for name, got := range limits {
+		w, ok := want[name]
+		if ok != (got != nil) || (got != nil && *got != w) {
+			t.Errorf("PodMonitor %s = %v, want %v (set: %v)", name, got, w, ok)
 		}
 	}
 }
@@ -271,14 +364,17 @@ func checkSelects(t *testing.T, kind string, sel map[string]string, ns monitorin
 func checkEndpointAuth(t *testing.T, v valueSet, scheme *monitoringv1.Scheme, tlsCfg *monitoringv1.SafeTLSConfig, ba *monitoringv1.BasicAuth, secrets map[string]corev1.Secret) {
 	t.Helper()
 	want := "http"
-	if v.tls {
+	if v.tls || v.rbacProxy {
 		want = "https"
 	}
 	if scheme == nil || strings.ToLower(scheme.String()) != want {
 		t.Errorf("scheme %v, want %s", scheme, want)
 	}
-	if v.tls != (tlsCfg != nil) {
+	if (v.tls || v.rbacProxy) != (tlsCfg != nil) {
 		t.Errorf("tlsConfig %+v with TLS %v", tlsCfg, v.tls)
+	} else if v.rbacProxy && !v.tls && (tlsCfg.InsecureSkipVerify == nil || !*tlsCfg.InsecureSkipVerify) {
+		// kube-rbac-proxy signs its own certificate at start: nothing to verify it against.
+		t.Errorf("tlsConfig %+v: kube-rbac-proxy's own certificate is signed by nobody", tlsCfg)
 	} else if v.tls && (tlsCfg.CA.Secret == nil || tlsCfg.CA.Secret.Name != "quota-exporter-tls" || tlsCfg.ServerName == nil || *tlsCfg.ServerName == "") {
 		t.Errorf("tlsConfig must verify against the TLS Secret's CA under a server name: %+v", tlsCfg)
 	}
@@ -342,6 +438,33 @@ func checkWebConfigServes(t *testing.T, v valueSet, pod corev1.PodSpec, secrets 
 	examples.CheckWebConfigServes(t, w)
 }
 
+// TestChartTemplateWithoutKubeVersion: CI pipelines render offline, without --kube-version, where
+// Helm checks the chart against its built-in default (v1.20 for a Helm built from source, the one
+// pinned here; the Kubernetes of its client libraries for a released one). The output must not
+// depend on it: the same objects as for a 1.37 cluster, recursive read-only mounts included.
+func TestChartTemplateWithoutKubeVersion(t *testing.T) {
+	out := helm(t, "template", release, chartDir(t), "--namespace", namespace)
+	with := helm(t, "template", release, chartDir(t), "--namespace", namespace, "--kube-version", kubeVersion)
+	if out != with {
+		t.Error("helm template renders differently without --kube-version")
+	}
+	var m examples.Manifests
+	for i, doc := range examples.SplitDocs([]byte(out)) {
+		if err := m.Decode(doc); err != nil {
+			t.Errorf("rendered document %d: %v", i, err)
+		}
+	}
+	if len(m.DaemonSets) != 1 {
+		t.Fatalf("%d DaemonSets rendered", len(m.DaemonSets))
+	}
+	for _, vm := range m.DaemonSets[0].Spec.Template.Spec.Containers[0].VolumeMounts {
+		if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly != corev1.RecursiveReadOnlyIfPossible {
+			t.Errorf("mount %s lost recursiveReadOnly", vm.Name)
+		}
+	}
+	t.Logf("lint without --kube-version: %s", strings.TrimSpace(helm(t, "lint", "--strict", chartDir(t))))
+}
+
 // TestChartLongReleaseName: Helm allows release names of 53 characters; every name the chart
 // derives from one must still be valid (truncated to 63, Services as DNS labels).
 func TestChartLongReleaseName(t *testing.T) {
@@ -400,6 +523,18 @@ func TestChartRefusesBrokenSettings(t *testing.T) {
 		{"web.basicAuth.enabled=true", "web.basicAuth.password"},
 		{"web.basicAuth.enabled=true,web.basicAuth.existingSecret=x", "web.basicAuth.passwordHash"},
 		{"prometheus.monitor.enabled=true,service.enabled=false", "service.enabled"},
+		{"kubeRBACProxy.enabled=true,web.basicAuth.enabled=true,web.basicAuth.password=x", "web.basicAuth"},
+		{"kubeRBACProxy.enabled=true,kubeRBACProxy.upstreamPort=10137", "upstreamPort"},
+		// The NetworkPolicy admits namespaces by their immutable name only (issue 29).
+		{"networkPolicy.namespaces=null", "networkPolicy.namespaces"},
+		{"networkPolicy.prometheusNamespaceSelector.matchLabels.team=x", "prometheusNamespaceSelector"},
+		{"networkPolicy.extraFrom[0].namespaceSelector.foo=null", "empty namespaceSelector"},
+		{"networkPolicy.extraFrom[0].namespaceSelector.matchLabels.team=monitoring", "team"},
+		{"networkPolicy.extraFrom[0].namespaceSelector.matchExpressions[0].key=kubernetes.io/metadata.name," +
+			"networkPolicy.extraFrom[0].namespaceSelector.matchExpressions[0].operator=NotIn," +
+			"networkPolicy.extraFrom[0].namespaceSelector.matchExpressions[0].values[0]=kube-system", "NotIn"},
+		{"networkPolicy.extraFrom[0].podSelector.matchLabels.app\\.kubernetes\\.io/name=prometheus", "podSelector alone"},
+		{"networkPolicy.extraFrom[0].ipBlock.cidr=0.0.0.0/0", "every address"},
 	} {
 		cmd := []string{"tool", "-modfile=" + filepath.Join(root, "tools", "helm", "go.mod"), "helm",
 			"template", release, chartDir(t), "--kube-version", kubeVersion, "--set", c.set}

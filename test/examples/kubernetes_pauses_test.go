@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -228,35 +227,18 @@ func checkWebConfig(t *testing.T, pod corev1.PodSpec, pm monitoringv1.PodMonitor
 	}
 }
 
-// TestComponentsRenderWithKubectl renders the base with both components through kubectl's own
-// kustomize, where kubectl is installed (it is not a project dependency), and compares the result
-// with the patches applied above; every rendered object is decoded strictly.
-func TestComponentsRenderWithKubectl(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not installed (not a project dependency); the patches were applied by TestPausesComponent and TestWebTLSComponent")
-	}
-	dir := filepath.Join(testenv.RepoRoot(), "examples", "kubernetes")
+// TestComponentsRenderWithKustomize renders the base with both components through kustomize's
+// library (what kubectl kustomize runs) and compares the result with the patches applied above;
+// every rendered object is decoded strictly.
+func TestComponentsRenderWithKustomize(t *testing.T) {
 	want := applyComponents(t, "pauses", "web-tls")
-	tmp := t.TempDir()
-	if err := os.CopyFS(tmp, os.DirFS(dir)); err != nil {
-		t.Fatal(err)
-	}
+	tmp := copyExample(t)
 	kf := filepath.Join(tmp, "kustomization.yaml")
 	enabled := strings.Replace(string(readFile(t, kf)), "# components:\n#   - pauses\n#   - web-tls\n", "components:\n  - pauses\n  - web-tls\n", 1)
 	if err := os.WriteFile(kf, []byte(enabled), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(kubectl, "kustomize", tmp).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v", err)
-	}
-	var m Manifests
-	for i, doc := range splitDocs(out) {
-		if err := m.Decode(doc); err != nil {
-			t.Errorf("rendered doc %d: %v", i, err)
-		}
-	}
+	m := kustomizeBuild(t, tmp)
 	if len(m.DaemonSets) != 1 || len(m.PodMonitors) != 1 || len(m.Secrets) != 2 || len(m.NetworkPolicies) != 1 {
 		t.Fatalf("rendered %d DaemonSets, %d PodMonitors, %d Secrets, %d NetworkPolicies; want 1, 1, 2, 1",
 			len(m.DaemonSets), len(m.PodMonitors), len(m.Secrets), len(m.NetworkPolicies))
@@ -265,10 +247,10 @@ func TestComponentsRenderWithKubectl(t *testing.T) {
 	ds, pm := m.DaemonSets[0], m.PodMonitors[0]
 	ds.Namespace, pm.Namespace = "", ""
 	if !reflect.DeepEqual(ds.Spec, want.ds.Spec) {
-		t.Errorf("kubectl's DaemonSet differs from the patches applied in the test:\n%s", diffJSON(ds.Spec, want.ds.Spec))
+		t.Errorf("kustomize's DaemonSet differs from the patches applied in the test:\n%s", diffJSON(ds.Spec, want.ds.Spec))
 	}
 	if !reflect.DeepEqual(pm.Spec, want.pm.Spec) {
-		t.Errorf("kubectl's PodMonitor differs from the patches applied in the test:\n%s", diffJSON(pm.Spec, want.pm.Spec))
+		t.Errorf("kustomize's PodMonitor differs from the patches applied in the test:\n%s", diffJSON(pm.Spec, want.pm.Spec))
 	}
 }
 

@@ -126,7 +126,7 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("PodMonitor must scrape the port named metrics")
 	}
 	CheckTargetLabels(t, pm.Spec.PodMetricsEndpoints[0].RelabelConfigs, "quota-exporter")
-	CheckNetworkPolicy(t, m.NetworkPolicies[0], podLabels, "metrics")
+	CheckNetworkPolicy(t, m.NetworkPolicies[0], podLabels, "metrics", []string{"monitoring"})
 	CheckNames(t, m)
 }
 

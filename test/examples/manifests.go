@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	securityv1 "github.com/openshift/api/security/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -19,15 +21,20 @@ import (
 // Manifests holds Kubernetes objects decoded strictly into their API types, by kind: the
 // kustomize examples and the Helm chart's rendered output (test/chart) alike.
 type Manifests struct {
-	DaemonSets      []appsv1.DaemonSet
-	ServiceAccounts []corev1.ServiceAccount
-	Services        []corev1.Service
-	ConfigMaps      []corev1.ConfigMap
-	Secrets         []corev1.Secret
-	NetworkPolicies []networkingv1.NetworkPolicy
-	PodMonitors     []monitoringv1.PodMonitor
-	ServiceMonitors []monitoringv1.ServiceMonitor
-	PrometheusRules []monitoringv1.PrometheusRule
+	DaemonSets          []appsv1.DaemonSet
+	ServiceAccounts     []corev1.ServiceAccount
+	Services            []corev1.Service
+	ConfigMaps          []corev1.ConfigMap
+	Secrets             []corev1.Secret
+	NetworkPolicies     []networkingv1.NetworkPolicy
+	PodMonitors         []monitoringv1.PodMonitor
+	ServiceMonitors     []monitoringv1.ServiceMonitor
+	PrometheusRules     []monitoringv1.PrometheusRule
+	ClusterRoles        []rbacv1.ClusterRole
+	ClusterRoleBindings []rbacv1.ClusterRoleBinding
+	Roles               []rbacv1.Role
+	RoleBindings        []rbacv1.RoleBinding
+	SecurityConstraints []securityv1.SecurityContextConstraints
 	// Metas holds every decoded object's metadata, in order.
 	Metas []metav1.ObjectMeta
 }
@@ -57,12 +64,23 @@ func (m *Manifests) Decode(doc []byte) error {
 		m.Secrets, err = decodeAppend(doc, m.Secrets)
 	case "networking.k8s.io/v1/NetworkPolicy":
 		m.NetworkPolicies, err = decodeAppend(doc, m.NetworkPolicies)
-	case "monitoring.coreos.com/v1/PodMonitor":
+	// Azure Monitor's managed Prometheus reads its own group, with the same types.
+	case "monitoring.coreos.com/v1/PodMonitor", "azmonitoring.coreos.com/v1/PodMonitor":
 		m.PodMonitors, err = decodeAppend(doc, m.PodMonitors)
-	case "monitoring.coreos.com/v1/ServiceMonitor":
+	case "monitoring.coreos.com/v1/ServiceMonitor", "azmonitoring.coreos.com/v1/ServiceMonitor":
 		m.ServiceMonitors, err = decodeAppend(doc, m.ServiceMonitors)
 	case "monitoring.coreos.com/v1/PrometheusRule":
 		m.PrometheusRules, err = decodeAppend(doc, m.PrometheusRules)
+	case "rbac.authorization.k8s.io/v1/ClusterRole":
+		m.ClusterRoles, err = decodeAppend(doc, m.ClusterRoles)
+	case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
+		m.ClusterRoleBindings, err = decodeAppend(doc, m.ClusterRoleBindings)
+	case "rbac.authorization.k8s.io/v1/Role":
+		m.Roles, err = decodeAppend(doc, m.Roles)
+	case "rbac.authorization.k8s.io/v1/RoleBinding":
+		m.RoleBindings, err = decodeAppend(doc, m.RoleBindings)
+	case "security.openshift.io/v1/SecurityContextConstraints":
+		m.SecurityConstraints, err = decodeAppend(doc, m.SecurityConstraints)
 	default:
 		err = fmt.Errorf("no Go type registered for this kind in the test")
 	}

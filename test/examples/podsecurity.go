@@ -1,6 +1,7 @@
 package examples
 
 import (
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The security properties of the exporter's pod, shared by the kustomize examples' tests and
@@ -40,7 +42,15 @@ type PodWant struct {
 	// NoProcessReaders: every collector that reads other processes' /proc files is off, so the
 	// pod runs as non-root, without hostPID, SYS_PTRACE or DAC_READ_SEARCH.
 	NoProcessReaders bool
+	// PriorityClass is the pod's priority class: none unless asked for (GKE refuses
+	// system-node-critical outside kube-system).
+	PriorityClass string
+	// RBACProxy: kube-rbac-proxy serves the metrics port and the exporter listens on loopback.
+	RBACProxy bool
 }
+
+// RBACProxyContainer is the name of the kube-rbac-proxy sidecar (the chart's kubeRBACProxy).
+const RBACProxyContainer = "kube-rbac-proxy"
 
 // flagValue returns the value of --name=value in args.
 func flagValue(args []string, name string) (string, bool) {
@@ -56,7 +66,8 @@ func flagValue(args []string, name string) (string, bool) {
 // IPC, no API token, root with exactly SYS_PTRACE and DAC_READ_SEARCH (plus BPF and PERFMON only
 // with a BPF collector), all else dropped, no privilege escalation, a read-only root filesystem,
 // only the host directories of HostMounts, each read-only under the flag that reads it, probes on
-// /-/healthy and /-/ready, a priority class, and the node affinity of CheckNodeAffinity.
+// /-/healthy and /-/ready, the priority class asked for (none by default), and the node affinity
+// of CheckNodeAffinity. With want.RBACProxy, the sidecar of CheckRBACProxy.
 func CheckExporterPod(t testing.TB, pod corev1.PodSpec, want PodWant) {
 	t.Helper()
 	if pod.HostPID == want.NoProcessReaders {
@@ -68,8 +79,8 @@ func CheckExporterPod(t testing.TB, pod corev1.PodSpec, want PodWant) {
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Error("the exporter does not use the API: automountServiceAccountToken must be false")
 	}
-	if pod.PriorityClassName == "" {
-		t.Error("no priorityClassName: a node agent should be the last evicted under node pressure")
+	if pod.PriorityClassName != want.PriorityClass {
+		t.Errorf("priorityClassName %q, want %q (none by default: GKE refuses system-node-critical outside kube-system)", pod.PriorityClassName, want.PriorityClass)
 	}
 	if !slices.ContainsFunc(pod.Tolerations, func(t corev1.Toleration) bool {
 		return t.Operator == corev1.TolerationOpExists && t.Key == "" && t.Effect == ""
@@ -77,10 +88,17 @@ func CheckExporterPod(t testing.TB, pod corev1.PodSpec, want PodWant) {
 		t.Error("want a toleration {operator: Exists} so the exporter runs on every node")
 	}
 	CheckNodeAffinity(t, pod.Affinity)
-	if len(pod.Containers) != 1 || len(pod.InitContainers) != 0 {
-		t.Fatalf("want one container and no init container, got %d and %d", len(pod.Containers), len(pod.InitContainers))
+	wantContainers := 1
+	if want.RBACProxy {
+		wantContainers = 2
+	}
+	if len(pod.Containers) != wantContainers || len(pod.InitContainers) != 0 {
+		t.Fatalf("want %d containers and no init container, got %d and %d", wantContainers, len(pod.Containers), len(pod.InitContainers))
 	}
 	c := pod.Containers[0]
+	if want.RBACProxy {
+		CheckRBACProxy(t, pod)
+	}
 	sc := c.SecurityContext
 	if sc == nil {
 		t.Fatal("container securityContext missing")
@@ -129,14 +147,78 @@ func CheckExporterPod(t testing.TB, pod corev1.PodSpec, want PodWant) {
 		t.Error("--path.rootfs reads nothing: neither the flag nor a host / mount belongs in the pod")
 	}
 	checkHostMounts(t, pod, c)
-	checkProbes(t, c, want)
+	probePort := "metrics"
+	if want.RBACProxy {
+		// Through the proxy, by number: a port name resolves among the probed container's own ports.
+		want.ProbeScheme = corev1.URISchemeHTTPS
+		if ports := pod.Containers[1].Ports; len(ports) == 1 {
+			probePort = fmt.Sprint(ports[0].ContainerPort)
+		}
+	}
+	checkProbes(t, c, want, probePort)
+}
+
+// CheckRBACProxy: the second container is kube-rbac-proxy, unprivileged (non-root, every
+// capability dropped, no escalation, read-only root), serving the metrics port with
+// --secure-listen-address and proxying to the loopback address the exporter alone listens on,
+// which exposes no port of its own; only the two probe paths pass unauthenticated; the API token
+// is mounted into the proxy alone.
+func CheckRBACProxy(t testing.TB, pod corev1.PodSpec) {
+	t.Helper()
+	exp, proxy := pod.Containers[0], pod.Containers[1]
+	if proxy.Name != RBACProxyContainer {
+		t.Fatalf("second container %q, want %s", proxy.Name, RBACProxyContainer)
+	}
+	listen, _ := flagValue(exp.Args, "--web.listen-address")
+	if !strings.HasPrefix(listen, "127.0.0.1:") {
+		t.Errorf("exporter --web.listen-address=%s: behind kube-rbac-proxy it must listen on loopback only", listen)
+	}
+	if len(exp.Ports) != 0 {
+		t.Errorf("exporter declares ports %+v: the proxy serves the metrics port", exp.Ports)
+	}
+	if up, _ := flagValue(proxy.Args, "--upstream"); up != "http://"+listen+"/" {
+		t.Errorf("proxy --upstream=%s, want http://%s/", up, listen)
+	}
+	secure, _ := flagValue(proxy.Args, "--secure-listen-address")
+	if len(proxy.Ports) != 1 || proxy.Ports[0].Name != "metrics" || fmt.Sprintf(":%d", proxy.Ports[0].ContainerPort) != secure {
+		t.Errorf("proxy ports %+v and --secure-listen-address=%s: want the metrics port, served over TLS", proxy.Ports, secure)
+	}
+	if ignore, _ := flagValue(proxy.Args, "--ignore-paths"); ignore != "/-/ready,/-/healthy" {
+		t.Errorf("proxy --ignore-paths=%q: only the probe paths may skip authentication", ignore)
+	}
+	if _, ok := flagValue(proxy.Args, "--config-file"); !ok {
+		t.Error("proxy has no --config-file: without its resourceAttributes any authenticated token may read")
+	}
+	sc := proxy.SecurityContext
+	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 ||
+		(sc.Privileged != nil && *sc.Privileged) {
+		t.Errorf("proxy securityContext %+v: want non-root, no capability, no escalation, read-only root", sc)
+	}
+	tokenVolumes := map[string]bool{}
+	for _, v := range pod.Volumes {
+		if v.Projected != nil && slices.ContainsFunc(v.Projected.Sources, func(p corev1.VolumeProjection) bool { return p.ServiceAccountToken != nil }) {
+			tokenVolumes[v.Name] = true
+		}
+	}
+	if len(tokenVolumes) != 1 {
+		t.Errorf("%d projected token volumes, want 1 for the proxy", len(tokenVolumes))
+	}
+	if !slices.ContainsFunc(proxy.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return tokenVolumes[m.Name] && m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount"
+	}) {
+		t.Error("the proxy lacks its API token at the in-cluster path")
+	}
 }
 
 // checkHostMounts: exactly the HostMounts, read-only, where the flags look; no host / ; other
-// volumes only Secrets (the web config), read-only too.
+// volumes of the exporter only Secrets (the web config), read-only too. Volumes of other kinds
+// (kube-rbac-proxy's config and token) must not reach the exporter's container.
 func checkHostMounts(t testing.TB, pod corev1.PodSpec, c corev1.Container) {
 	t.Helper()
 	hostOf := map[string]string{}
+	notForExporter := map[string]bool{}
 	for _, v := range pod.Volumes {
 		switch {
 		case v.HostPath != nil:
@@ -145,12 +227,17 @@ func checkHostMounts(t testing.TB, pod corev1.PodSpec, c corev1.Container) {
 			}
 			hostOf[v.Name] = path.Clean(v.HostPath.Path)
 		case v.Secret != nil:
+		case v.ConfigMap != nil || v.Projected != nil:
+			notForExporter[v.Name] = true
 		default:
 			t.Errorf("volume %s is neither a host directory the exporter reads nor a Secret", v.Name)
 		}
 	}
 	got := map[string]string{} // host path -> mount path
 	for _, vm := range c.VolumeMounts {
+		if notForExporter[vm.Name] {
+			t.Errorf("the exporter mounts %s, a volume for kube-rbac-proxy (its API token or config)", vm.Name)
+		}
 		if !vm.ReadOnly {
 			t.Errorf("mount %s -> %s must be readOnly", vm.Name, vm.MountPath)
 		}
@@ -175,9 +262,10 @@ func checkHostMounts(t testing.TB, pod corev1.PodSpec, c corev1.Container) {
 	}
 }
 
-// checkProbes: readiness on /-/ready and liveness on /-/healthy of the metrics port, or TCP
-// checks of that port when basic auth is on.
-func checkProbes(t testing.TB, c corev1.Container, want PodWant) {
+// checkProbes: readiness on /-/ready and liveness on /-/healthy of the metrics port (port: its
+// name, or its number when another container serves it), or TCP checks of that port when basic
+// auth is on. The probes are the exporter's own: a liveness failure restarts the exporter.
+func checkProbes(t testing.TB, c corev1.Container, want PodWant, port string) {
 	t.Helper()
 	for _, p := range []struct {
 		name, path string
@@ -187,7 +275,7 @@ func checkProbes(t testing.TB, c corev1.Container, want PodWant) {
 		case p.probe == nil:
 			t.Errorf("no %s probe", p.name)
 		case want.TCPProbes:
-			if p.probe.TCPSocket == nil || p.probe.TCPSocket.Port.String() != "metrics" {
+			if p.probe.TCPSocket == nil || p.probe.TCPSocket.Port.String() != port {
 				t.Errorf("%s probe: want a TCP check of the metrics port under basic auth, got %+v", p.name, p.probe.ProbeHandler)
 			}
 		default:
@@ -196,7 +284,7 @@ func checkProbes(t testing.TB, c corev1.Container, want PodWant) {
 			if scheme == "" {
 				scheme = corev1.URISchemeHTTP
 			}
-			if g == nil || g.Path != p.path || g.Port.String() != "metrics" || (g.Scheme != scheme && !(g.Scheme == "" && scheme == corev1.URISchemeHTTP)) {
+			if g == nil || g.Path != p.path || g.Port.String() != port || (g.Scheme != scheme && !(g.Scheme == "" && scheme == corev1.URISchemeHTTP)) {
 				t.Errorf("%s probe: want an %s GET of %s on the metrics port, got %+v", p.name, scheme, p.path, p.probe.ProbeHandler)
 			}
 		}
@@ -238,9 +326,16 @@ func CheckNodeAffinity(t testing.TB, a *corev1.Affinity) {
 	}
 }
 
+// NamespaceNameLabel is the label the API server sets on every namespace to its name; nobody can
+// change it, unlike any other namespace label, which the namespace's owner may set.
+const NamespaceNameLabel = "kubernetes.io/metadata.name"
+
 // CheckNetworkPolicy: the policy selects the exporter's pods (podLabels) and admits, on the
-// metrics port only, only pods labelled as Prometheus; no egress at all.
-func CheckNetworkPolicy(t testing.TB, np networkingv1.NetworkPolicy, podLabels map[string]string, port string) {
+// metrics port only, only the pods of the namespaces named in wantNamespaces, selected by
+// NamespaceNameLabel; no egress at all. Every source must name its namespaces that way (an empty
+// namespace selector admits every namespace; any other label, or a pod selector alone, admits
+// what a tenant can label) or be an ipBlock short of the whole address space.
+func CheckNetworkPolicy(t testing.TB, np networkingv1.NetworkPolicy, podLabels map[string]string, port string, wantNamespaces []string) {
 	t.Helper()
 	if len(np.Spec.PodSelector.MatchExpressions) != 0 || len(np.Spec.PodSelector.MatchLabels) == 0 {
 		t.Errorf("NetworkPolicy %s: want a matchLabels pod selector, got %+v", np.Name, np.Spec.PodSelector)
@@ -259,6 +354,7 @@ func CheckNetworkPolicy(t testing.TB, np networkingv1.NetworkPolicy, podLabels m
 	if len(np.Spec.Ingress) == 0 {
 		t.Errorf("NetworkPolicy %s admits nothing: Prometheus could not scrape", np.Name)
 	}
+	var admitted []string
 	for i, r := range np.Spec.Ingress {
 		if len(r.Ports) != 1 || r.Ports[0].Port == nil || r.Ports[0].Port.String() != port ||
 			(r.Ports[0].Protocol != nil && *r.Ports[0].Protocol != corev1.ProtocolTCP) {
@@ -268,11 +364,62 @@ func CheckNetworkPolicy(t testing.TB, np networkingv1.NetworkPolicy, podLabels m
 			t.Errorf("NetworkPolicy %s ingress %d admits every source", np.Name, i)
 		}
 		for j, f := range r.From {
-			if f.IPBlock != nil || f.PodSelector == nil || len(f.PodSelector.MatchLabels)+len(f.PodSelector.MatchExpressions) == 0 {
-				t.Errorf("NetworkPolicy %s ingress %d source %d: want a non-empty pod selector (the Prometheus pods), got %+v", np.Name, i, j, f)
+			names, err := peerNamespaces(f)
+			if err != nil {
+				t.Errorf("NetworkPolicy %s ingress %d source %d: %v", np.Name, i, j, err)
 			}
+			admitted = append(admitted, names...)
 		}
 	}
+	slices.Sort(admitted)
+	want := slices.Sorted(slices.Values(wantNamespaces))
+	if !slices.Equal(slices.Compact(admitted), want) {
+		t.Errorf("NetworkPolicy %s admits the namespaces %v, want %v", np.Name, admitted, want)
+	}
+}
+
+// peerNamespaces returns the namespaces a NetworkPolicy source admits, or why it admits more than
+// named namespaces: a namespace selector must be non-empty and use NamespaceNameLabel alone
+// (matchLabels, or In); an ipBlock must not be the whole address space.
+func peerNamespaces(f networkingv1.NetworkPolicyPeer) ([]string, error) {
+	if f.IPBlock != nil {
+		if f.NamespaceSelector != nil || f.PodSelector != nil {
+			return nil, fmt.Errorf("an ipBlock with selectors is invalid")
+		}
+		if c := f.IPBlock.CIDR; c == "0.0.0.0/0" || c == "::/0" {
+			return nil, fmt.Errorf("ipBlock %s admits every address", c)
+		}
+		return nil, nil
+	}
+	sel := f.NamespaceSelector
+	if sel == nil {
+		return nil, fmt.Errorf("no namespaceSelector: a pod selector alone admits pods by labels anyone who creates pods in the exporter's namespace sets")
+	}
+	if len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
+		return nil, fmt.Errorf("an empty namespaceSelector admits every namespace")
+	}
+	// Requirements are ANDed: the admitted namespaces are the intersection of each one's names.
+	var names []string
+	constrain := func(values []string) {
+		if names == nil {
+			names = slices.Clone(values)
+			return
+		}
+		names = slices.DeleteFunc(names, func(n string) bool { return !slices.Contains(values, n) })
+	}
+	for k, v := range sel.MatchLabels {
+		if k != NamespaceNameLabel {
+			return nil, fmt.Errorf("namespaceSelector on %s, a label the namespace's owner may set: select %s", k, NamespaceNameLabel)
+		}
+		constrain([]string{v})
+	}
+	for _, e := range sel.MatchExpressions {
+		if e.Key != NamespaceNameLabel || e.Operator != metav1.LabelSelectorOpIn || len(e.Values) == 0 {
+			return nil, fmt.Errorf("namespaceSelector expression %s %s %v: only %s In [names] names namespaces", e.Key, e.Operator, e.Values, NamespaceNameLabel)
+		}
+		constrain(e.Values)
+	}
+	return names, nil
 }
 
 // PeakRSS3000 is the highest peak RSS docs/performance.md ("Real node") reports for the exporter

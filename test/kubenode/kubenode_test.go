@@ -363,7 +363,7 @@ func waitRunning(t *testing.T, ctx context.Context, tg *target, min int) pod {
 
 // checkResize raises the CPU limits of the GC-storm JVM and the Go program in place, waits until
 // the kernel's files show them (the container's cgroup and its pod's), and requires the first
-// scrape after that to show them: the container's own limit, its effective limit, and the JVM's
+// scrape after that to show them: the container's own limit, its binding limit, and the JVM's
 // GC threads and the Go program's GOMAXPROCS (which the running processes keep), so that the
 // comparisons change within one scrape of the resize.
 func checkResize(t *testing.T, ctx context.Context, tg *target, url string) {
@@ -408,20 +408,20 @@ func checkResize(t *testing.T, ctx context.Context, tg *target, url string) {
 			}
 			delete(want, c)
 			lim := fams.value("quota_cpu_limit_cores", ns, "", c)
-			eff := fams.value("quota_cpu_effective_limit_cores", ns, "", c)
+			eff := fams.value("quota_cpu_binding_limit_cores", ns, "", c)
 			other := "quota_go_gomaxprocs"
 			if c == "gc-storm" {
 				other = "quota_jvm_gc_parallel_threads"
 			}
 			v := fams.value(other, ns, "", c)
 			if lim != cores || eff != cores {
-				t.Errorf("resize: the kernel had %s's new limit %.2g %s after the patch; the next scrape showed limit %.2g, effective %.2g", c, cores, applied.Round(time.Millisecond), lim, eff)
+				t.Errorf("resize: the kernel had %s's new limit %.2g %s after the patch; the next scrape showed limit %.2g, binding %.2g", c, cores, applied.Round(time.Millisecond), lim, eff)
 				continue
 			}
 			if v <= 0 {
 				t.Errorf("resize: the scrape with %s's new limit %.2g has no %s", c, cores, other)
 			}
-			t.Logf("resize: %s limit %.2g (effective %.2g) and %s %.0f in the first scrape after the kernel had it (%s after the patch)", c, lim, eff, other, v, applied.Round(time.Millisecond))
+			t.Logf("resize: %s limit %.2g (binding %.2g) and %s %.0f in the first scrape after the kernel had it (%s after the patch)", c, lim, eff, other, v, applied.Round(time.Millisecond))
 		}
 		if len(want) > 0 && time.Now().After(deadline) {
 			t.Errorf("resize: the kubelet did not apply the new limits to the kernel within %s (left: %v)", limit, want)

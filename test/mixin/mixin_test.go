@@ -51,10 +51,10 @@ var externalMetrics = map[string]bool{
 var counterAsEvent = map[string]bool{"quota_memory_oom_kills_total": true}
 
 // contractMetrics are agreed between the parallel branches (the lead's contracts) but exported
-// only once issue 10's branch is merged: the effective limits and their limit_cgroup label.
+// only once issue 10's branch is merged: the binding limits and their binding_cgroup label.
 // Drop an entry when docs/metrics.md has it.
 var contractMetrics = map[string]bool{
-	"quota_cpu_effective_limit_cores": true, "quota_memory_effective_limit_bytes": true,
+	"quota_cpu_binding_limit_cores": true, "quota_memory_binding_limit_bytes": true,
 }
 
 // kernelTraced are quota_cpu_ families of the opt-in cfsstall collector (a BPF program in the

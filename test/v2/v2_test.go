@@ -276,10 +276,10 @@ func TestThrottledContainer(t *testing.T) {
 	}
 }
 
-// The v2 fact behind effective limits: the kernel counts throttling only on the cgroup
+// The v2 fact behind binding limits: the kernel counts throttling only on the cgroup
 // whose own cpu.max throttles. The pod-limit-only container and the service under a
 // limited slice show none of their own; their pod and slice do.
-func TestThrottlingCountsOnlyOnTheLimitingCgroup(t *testing.T) {
+func TestThrottlingCountsOnlyOnTheBindingCgroup(t *testing.T) {
 	r := load(t)
 	for _, c := range []struct{ child, parent string }{{podOnly, podB.slice}, {service, batchSlice}} {
 		childThr, _ := r.before.keyed(c.child, "cpu.stat", "nr_throttled")
@@ -289,7 +289,7 @@ func TestThrottlingCountsOnlyOnTheLimitingCgroup(t *testing.T) {
 			t.Errorf("%s: a burner under its 0.3/0.5-core limit is not throttled (%v)", c.parent, parentThr)
 		}
 		if childThr != 0 {
-			t.Errorf("%s: nr_throttled %v; this kernel was expected to count only the limiting cgroup", c.child, childThr)
+			t.Errorf("%s: nr_throttled %v; this kernel was expected to count only the binding cgroup", c.child, childThr)
 		}
 		if _, ok := r.scrape.value("quota_cpu_throttled_periods_total", c.child); ok {
 			t.Errorf("%s has no limit of its own, but the exporter gives it throttling series", c.child)
@@ -368,7 +368,7 @@ func TestMallocArenas(t *testing.T) {
 // The limit that binds, on the real v2 layouts: a container's own limit when it is the
 // smallest (ties go to the container), the pod's when the container has none, the slice's
 // for a service; and the binding cgroup's throttling series are where a user joins them.
-func TestEffectiveLimits(t *testing.T) {
+func TestBindingLimits(t *testing.T) {
 	r := load(t)
 	for _, c := range []struct {
 		cgroup        string
@@ -385,24 +385,24 @@ func TestEffectiveLimits(t *testing.T) {
 		{service, 0.3, batchSlice, 0, "", true},
 		{idle, 0, "", 0, "", false},
 	} {
-		cores, okC := r.scrape.value("quota_cpu_effective_limit_cores", c.cgroup)
-		from := r.scrape.label("quota_cpu_effective_limit_cores", c.cgroup, "limit_cgroup")
-		mem, okM := r.scrape.value("quota_memory_effective_limit_bytes", c.cgroup)
-		memFrom := r.scrape.label("quota_memory_effective_limit_bytes", c.cgroup, "limit_cgroup")
+		cores, okC := r.scrape.value("quota_cpu_binding_limit_cores", c.cgroup)
+		from := r.scrape.label("quota_cpu_binding_limit_cores", c.cgroup, "binding_cgroup")
+		mem, okM := r.scrape.value("quota_memory_binding_limit_bytes", c.cgroup)
+		memFrom := r.scrape.label("quota_memory_binding_limit_bytes", c.cgroup, "binding_cgroup")
 		t.Logf("%s: effective %v cores from %s, %v bytes from %s", c.cgroup, cores, from, mem, memFrom)
 		if c.cpuFrom == "" {
 			if okC {
-				t.Errorf("%s: nothing on its path is limited, but effective CPU limit %v from %s", c.cgroup, cores, from)
+				t.Errorf("%s: nothing on its path is limited, but binding CPU limit %v from %s", c.cgroup, cores, from)
 			}
 		} else if !okC || cores != c.cores || from != "/"+c.cpuFrom {
-			t.Errorf("%s: effective CPU limit %v from %q, want %v from /%s", c.cgroup, cores, from, c.cores, c.cpuFrom)
+			t.Errorf("%s: binding CPU limit %v from %q, want %v from /%s", c.cgroup, cores, from, c.cores, c.cpuFrom)
 		}
 		if c.memFrom == "" {
 			if okM {
-				t.Errorf("%s: effective memory limit %v from %s, want none", c.cgroup, mem, memFrom)
+				t.Errorf("%s: binding memory limit %v from %s, want none", c.cgroup, mem, memFrom)
 			}
 		} else if !okM || mem != c.memory || memFrom != "/"+c.memFrom {
-			t.Errorf("%s: effective memory limit %v from %q, want %v from /%s", c.cgroup, mem, memFrom, c.memory, c.memFrom)
+			t.Errorf("%s: binding memory limit %v from %q, want %v from /%s", c.cgroup, mem, memFrom, c.memory, c.memFrom)
 		}
 		// The join of docs/cgroups.md: the binding cgroup's own throttled periods.
 		if c.throttledFrom {

@@ -60,14 +60,63 @@ app.kubernetes.io/component: exporter
 {{- end }}
 {{- end }}
 
-{{- define "quota-exporter.image" -}}
-{{- $repo := .Values.image.repository }}
-{{- with .Values.image.registry }}{{ $repo = printf "%s/%s" . $repo }}{{ end }}
-{{- if .Values.image.digest }}
-{{- printf "%s@%s" $repo .Values.image.digest }}
+{{/* An image reference: global.imageRegistry wins over the image's own registry; a digest wins over the tag. */}}
+{{- define "quota-exporter.imageRef" -}}
+{{- $img := .image }}
+{{- $repo := $img.repository }}
+{{- with (default $img.registry .global.imageRegistry) }}{{ $repo = printf "%s/%s" . $repo }}{{ end }}
+{{- if $img.digest }}
+{{- printf "%s@%s" $repo $img.digest }}
 {{- else }}
-{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repo (default .defaultTag $img.tag) }}
 {{- end }}
+{{- end }}
+
+{{- define "quota-exporter.image" -}}
+{{- include "quota-exporter.imageRef" (dict "image" .Values.image "global" .Values.global "defaultTag" .Chart.AppVersion) }}
+{{- end }}
+
+{{- define "quota-exporter.rbacProxyImage" -}}
+{{- include "quota-exporter.imageRef" (dict "image" .Values.kubeRBACProxy.image "global" .Values.global "defaultTag" "") }}
+{{- end }}
+
+{{/* The pod securityContext: what the collectors need, then openshift.seLinuxType, then the securityContext value merged over it. */}}
+{{- define "quota-exporter.podSecurityContext" -}}
+{{- $sc := dict "seccompProfile" (dict "type" "RuntimeDefault") }}
+{{- if include "quota-exporter.readsProcesses" . }}
+{{- $_ := set $sc "runAsUser" 0 }}
+{{- $_ = set $sc "runAsGroup" 0 }}
+{{- $_ = set $sc "runAsNonRoot" false }}
+{{- else }}
+{{- $_ := set $sc "runAsUser" 65534 }}
+{{- $_ = set $sc "runAsGroup" 65534 }}
+{{- $_ = set $sc "runAsNonRoot" true }}
+{{- end }}
+{{- if .Values.openshift.enabled }}
+{{- $_ := set $sc "seLinuxOptions" (dict "type" .Values.openshift.seLinuxType) }}
+{{- end }}
+{{- toYaml (mergeOverwrite $sc (deepCopy .Values.securityContext)) }}
+{{- end }}
+
+{{/* The capabilities the collectors need, in the order they are added. */}}
+{{- define "quota-exporter.capabilities" -}}
+{{- $caps := list }}
+{{- if include "quota-exporter.readsProcesses" . }}{{ $caps = concat $caps (list "SYS_PTRACE" "DAC_READ_SEARCH") }}{{ end }}
+{{- if include "quota-exporter.usesBPF" . }}
+{{- $caps = concat $caps (list "BPF" "PERFMON") }}
+{{- if .Values.bpf.memlockCapability }}{{ $caps = append $caps "SYS_RESOURCE" }}{{ end }}
+{{- end }}
+{{- toJson $caps }}
+{{- end }}
+
+{{/* The exporter container's securityContext: least privilege for the collectors on, then the containerSecurityContext value merged over it. */}}
+{{- define "quota-exporter.containerSecurityContext" -}}
+{{- $caps := dict "drop" (list "ALL") }}
+{{- $add := include "quota-exporter.capabilities" . | fromJsonArray }}
+{{- if $add }}{{ $_ := set $caps "add" $add }}{{ end }}
+{{- $sc := dict "privileged" false "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "capabilities" $caps }}
+{{- if include "quota-exporter.readsProcesses" . }}{{ $_ := set $sc "runAsUser" 0 }}{{ end }}
+{{- toYaml (mergeOverwrite $sc (deepCopy .Values.containerSecurityContext)) }}
 {{- end }}
 
 {{/* "true" when a collector that reads other processes' /proc files is on: hostPID, root, SYS_PTRACE, DAC_READ_SEARCH. */}}
@@ -81,8 +130,9 @@ app.kubernetes.io/component: exporter
 {{- if or .Values.collectors.gopause .Values.collectors.cfsstall }}true{{ end }}
 {{- end }}
 
+{{/* "true" when the exporter itself serves TLS or basic auth (--web.config.file); with kube-rbac-proxy the proxy serves TLS and the exporter plain HTTP on loopback. */}}
 {{- define "quota-exporter.webConfigEnabled" -}}
-{{- if or .Values.web.tls.enabled .Values.web.basicAuth.enabled }}true{{ end }}
+{{- if and (or .Values.web.tls.enabled .Values.web.basicAuth.enabled) (not .Values.kubeRBACProxy.enabled) }}true{{ end }}
 {{- end }}
 
 {{- define "quota-exporter.webConfigSecretName" -}}
@@ -94,7 +144,7 @@ app.kubernetes.io/component: exporter
 {{- end }}
 
 {{- define "quota-exporter.scheme" -}}
-{{- if .Values.web.tls.enabled }}https{{ else }}http{{ end }}
+{{- if or .Values.web.tls.enabled .Values.kubeRBACProxy.enabled }}https{{ else }}http{{ end }}
 {{- end }}
 
 {{/* The endpoint settings shared by the PodMonitor and the ServiceMonitor: scheme, TLS, basic auth, job and target labels. */}}
@@ -116,6 +166,14 @@ tlsConfig:
       name: {{ $ctx.Values.web.tls.secretName }}
       key: ca.crt
   serverName: {{ $ctx.Values.web.tls.serverName | quote }}
+{{- else if $ctx.Values.kubeRBACProxy.enabled }}
+# kube-rbac-proxy's own certificate is generated at start and signed by nobody (web.tls gives it one).
+tlsConfig:
+  insecureSkipVerify: true
+{{- end }}
+{{- with $m.authorization }}
+authorization:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- if $ctx.Values.web.basicAuth.enabled }}
 basicAuth:
@@ -146,6 +204,18 @@ metricRelabelings:
 {{- end }}
 {{- end }}
 
+{{/* The monitor spec fields of both monitors: scrape class and per-scrape limits (0: none). */}}
+{{- define "quota-exporter.monitorSpec" -}}
+{{- with .scrapeClassName }}
+scrapeClassName: {{ . }}
+{{- end }}
+{{- range $k := list "sampleLimit" "targetLimit" "labelLimit" "labelNameLengthLimit" "labelValueLengthLimit" }}
+{{- with index $ $k }}
+{{ $k }}: {{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* Fails the render on settings that cannot work. */}}
 {{- define "quota-exporter.validate" -}}
 {{- if and .Values.web.tls.enabled (not .Values.web.tls.secretName) }}
@@ -164,5 +234,49 @@ metricRelabelings:
 {{- end }}
 {{- if and .Values.prometheus.monitor.enabled (not .Values.service.enabled) }}
 {{- fail "prometheus.monitor (a ServiceMonitor) needs service.enabled" }}
+{{- end }}
+{{- if and .Values.kubeRBACProxy.enabled .Values.web.basicAuth.enabled }}
+{{- fail "kubeRBACProxy.enabled authenticates by token: turn web.basicAuth off" }}
+{{- end }}
+{{- if and .Values.kubeRBACProxy.enabled (eq (int .Values.kubeRBACProxy.upstreamPort) (int .Values.web.port)) }}
+{{- fail "kubeRBACProxy.upstreamPort must differ from web.port (the proxy listens there)" }}
+{{- end }}
+{{- include "quota-exporter.validateNetworkPolicy" . }}
+{{- end }}
+
+{{/* The NetworkPolicy admits namespaces by kubernetes.io/metadata.name only: the API server sets it to the namespace's name, and nobody can change it; any other namespace label may be set by the namespace's owner, and an empty selector admits every namespace. */}}
+{{- define "quota-exporter.validateNetworkPolicy" -}}
+{{- $np := .Values.networkPolicy }}
+{{- if hasKey $np "prometheusNamespaceSelector" }}
+{{- fail "networkPolicy.prometheusNamespaceSelector is gone (its default {} admitted every namespace): the policy admits the namespaces named in networkPolicy.namespaces (by kubernetes.io/metadata.name); more sources in networkPolicy.extraFrom" }}
+{{- end }}
+{{- if $np.enabled }}
+{{- if and (not $np.namespaces) (not $np.extraFrom) }}
+{{- fail "networkPolicy.enabled admits nobody: name the monitoring namespace in networkPolicy.namespaces" }}
+{{- end }}
+{{- range $i, $peer := $np.extraFrom }}
+{{- if hasKey $peer "namespaceSelector" }}
+{{- $sel := $peer.namespaceSelector | default dict }}
+{{- if not (or $sel.matchLabels $sel.matchExpressions) }}
+{{- fail (printf "networkPolicy.extraFrom[%d]: an empty namespaceSelector admits every namespace" $i) }}
+{{- end }}
+{{- range $k, $_ := $sel.matchLabels }}
+{{- if ne $k "kubernetes.io/metadata.name" }}
+{{- fail (printf "networkPolicy.extraFrom[%d]: namespaceSelector on %s, a label the namespace's owner may set: select kubernetes.io/metadata.name" $i $k) }}
+{{- end }}
+{{- end }}
+{{- range $e := $sel.matchExpressions }}
+{{- if or (ne $e.key "kubernetes.io/metadata.name") (ne $e.operator "In") }}
+{{- fail (printf "networkPolicy.extraFrom[%d]: namespaceSelector expression %s %s: only kubernetes.io/metadata.name In [...] names namespaces" $i $e.key $e.operator) }}
+{{- end }}
+{{- end }}
+{{- else if hasKey $peer "ipBlock" }}
+{{- if has $peer.ipBlock.cidr (list "0.0.0.0/0" "::/0") }}
+{{- fail (printf "networkPolicy.extraFrom[%d]: ipBlock %s admits every address" $i $peer.ipBlock.cidr) }}
+{{- end }}
+{{- else }}
+{{- fail (printf "networkPolicy.extraFrom[%d]: a podSelector alone admits pods by labels whoever creates pods in the exporter's namespace sets: add a namespaceSelector on kubernetes.io/metadata.name, or use an ipBlock" $i) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}

@@ -45,11 +45,12 @@ type diagnoseCommand struct {
 	promMax  *units.Base2Bytes
 	since    *time.Duration
 	warmup   *time.Duration
+	renamed  []*renamedFlag
 }
 
 func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
 	c := app.Command("diagnose", "Sample this host for --duration and print each problem found, its evidence and the fix computed for the workload (exit 0 none, 1 warning, 2 critical, 3 could not run).")
-	return &diagnoseCommand{
+	d := &diagnoseCommand{
 		cmd:      c,
 		duration: c.Flag("duration", "How long to sample (per-second throttling is observed over it).").Default("15s").Duration(),
 		all:      c.Flag("all", "List every watched workload with a one-line state, not only the findings.").Bool(),
@@ -59,9 +60,11 @@ func addDiagnoseCommand(app *kingpin.Application) *diagnoseCommand {
 		promTO:   c.Flag("prometheus.timeout", "With --prometheus.url: time bound of all the queries together.").Default("2m").Duration(),
 		promMax:  c.Flag("prometheus.max-response-size", "With --prometheus.url: size bound of each query's response.").Default("64MiB").Bytes(),
 		promSel:  c.Flag("prometheus.selector", "With --prometheus.url: label matchers for every series, e.g. instance=\"node1:10137\" (cgroup paths repeat across nodes).").String(),
-		since:    c.Flag("since", "With --prometheus.url: the window of history to judge.").Default("24h").Duration(),
-		warmup:   c.Flag("warmup.window", "A process younger than this is warming up (JIT, class loading, caches): its throttling is judged as warm-up (the mixin's warmupWindow).").Default(model.Duration(diagnose.DefaultWarmupWindow).String()).Duration(),
+		since:    c.Flag("since", "With --prometheus.url: the span of history to judge.").Default("24h").Duration(),
+		warmup:   c.Flag("warmup.period", "A process younger than this is warming up (JIT, class loading, caches): its throttling is judged as warm-up (the mixin's warmupPeriod).").Default(model.Duration(diagnose.DefaultWarmupPeriod).String()).Duration(),
 	}
+	d.renamed = []*renamedFlag{renamedDuration(c, "warmup.window", "warmup.period", d.warmup)}
+	return d
 }
 
 func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeout time.Duration, logger *slog.Logger) int {
@@ -71,24 +74,24 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		progress = os.Stderr
 	}
-	source, window := "live", *d.duration
+	source, span := "live", *d.duration
 	var (
 		ws    []diagnose.Workload
 		notes []string
 		err   error
 	)
 	if *d.promURL != "" {
-		source, window = "history", *d.since
-		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now(), WarmupWindow: *d.warmup,
+		source, span = "history", *d.since
+		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now(), WarmupPeriod: *d.warmup,
 			HTTPConfigFile: *d.promHTTP, Timeout: *d.promTO, MaxResponseBytes: int64(*d.promMax)})
 	} else {
-		ws, window, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, *d.warmup, scrapeTimeout, progress, logger)
+		ws, span, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, *d.warmup, scrapeTimeout, progress, logger)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quota_exporter diagnose:", err)
 		return diagnoseCannotRun
 	}
-	r := diagnose.NewReport(source, window, ws, *d.all, time.Now())
+	r := diagnose.NewReport(source, span, ws, *d.all, time.Now())
 	r.Notes = notes
 	switch *d.format {
 	case "json":
@@ -175,9 +178,9 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	if progress != nil {
 		fmt.Fprint(progress, "\r\x1b[K")
 	}
-	// The window is from the start of one collection to the start of the other: on a busy
+	// The span is from the start of one collection to the start of the other: on a busy
 	// host a collection takes seconds, and both read their counters at about the same point.
-	window := time.Since(t0)
+	span := time.Since(t0)
 	end, err := set.Gather(ctx, timeout)
 	if end == nil {
 		return nil, 0, nil, fmt.Errorf("second collection: %w", err)
@@ -193,9 +196,9 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	if uid := os.Geteuid(); uid != 0 || denied != "" {
 		notes = append(notes, fmt.Sprintf("running as uid %d%s: the JVM, Go and arena findings need root with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH and may be missing (docs/diagnose.md)", uid, denied))
 	}
-	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Window: window, End: time.Now(), HostCPUs: hostCPUs(cfg.SysPath), WarmupWindow: warmup})
+	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Span: span, End: time.Now(), HostCPUs: hostCPUs(cfg.SysPath), WarmupPeriod: warmup})
 	wins.Apply(ws)
-	return ws, window, notes, nil
+	return ws, span, notes, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

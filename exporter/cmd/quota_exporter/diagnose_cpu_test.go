@@ -53,7 +53,7 @@ func favour(t *testing.T, s *scenario) {
 // (its JIT-heavy phase lasts some 10–20 s here, not minutes), diagnosed in its first seconds,
 // gets the warm-up finding: a limit that covers the measured usage plus throttled time, the
 // request at the current limit, and the longest throttled run. The same process judged at
-// the same time as old (--warmup.window=1s) is throttling, not warm-up. (It may also get
+// the same time as old (--warmup.period=1s) is throttling, not warm-up. (It may also get
 // the arena finding: a JVM's compiler threads fill glibc arenas, and the rule is right.)
 func TestDiagnoseWarmup(t *testing.T) {
 	testutil.RequireV1Cgroups(t)
@@ -84,7 +84,7 @@ func TestDiagnoseWarmup(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		old, _ = diagnoseJSON(t, bin, "--duration=5s", "--warmup.window=1s", include)
+		old, _ = diagnoseJSON(t, bin, "--duration=5s", "--warmup.period=1s", include)
 	}()
 	young, code = diagnoseJSON(t, bin, "--duration=5s", include)
 	wg.Wait()
@@ -115,7 +115,7 @@ func TestDiagnoseWarmup(t *testing.T) {
 		t.Errorf("process %q runtime %q", f.Process, f.Runtime)
 	}
 
-	// Older than the warm-up window: the same throttling is no warm-up.
+	// Older than the warm-up period: the same throttling is no warm-up.
 	rules := map[string]bool{}
 	for _, g := range findingsFor(old, s.cg.Path) {
 		rules[g.Rule] = true
@@ -128,7 +128,7 @@ func TestDiagnoseWarmup(t *testing.T) {
 	// against the 25 s after them, from what Prometheus stored. The request now follows the
 	// steady state.
 	time.Sleep(time.Until(started.Add(55 * time.Second)))
-	hist, _ := diagnoseJSON(t, bin, "--prometheus.url="+promURL, "--since=60s", "--warmup.window=30s")
+	hist, _ := diagnoseJSON(t, bin, "--prometheus.url="+promURL, "--since=60s", "--warmup.period=30s")
 	f = diagnose.Finding{}
 	for _, g := range findingsFor(hist, s.cg.Path) {
 		if g.Rule == diagnose.RuleWarmup {

@@ -238,7 +238,7 @@ func TestDiagnoseSeedScenarios(t *testing.T) {
 		t.Errorf("exit %d worst %s, want 1 or 2 and the two matching", code, before.Worst)
 	}
 	// History: the same rules over what Prometheus stored from the exporter in the same
-	// window give the same findings and fixes.
+	// span give the same findings and fixes.
 	hist, _ := diagnoseJSON(t, bin, "--prometheus.url="+promURL, "--since="+seedSample, "--all")
 	if hist.Source != "history" || !sameFindings(before, hist) {
 		t.Errorf("history findings differ from live:\nlive    %s\nhistory %s", findingKeys(before), findingKeys(hist))

@@ -81,6 +81,7 @@ func run(args []string) int {
 		}
 		enabled[name] = app.Flag("collector."+name, fmt.Sprintf("Enable the %s collector: %s (default: %s).", name, collector.Help(name), map[string]string{"true": "enabled", "false": "disabled"}[def])).Default(def).Bool()
 	}
+	renamed := []*renamedFlag{renamedBool(app, "collector.effective", "collector.binding", enabled["binding"])}
 	app.Version(version.Print("quota_exporter"))
 	app.HelpFlag.Short('h')
 	app.Command("serve", "Serve the metrics (the default).").Default()
@@ -94,6 +95,7 @@ func run(args []string) int {
 		return 2
 	}
 	logger := promslog.New(logConfig)
+	resolveRenamed(logger, append(renamed, diag.renamed...)...)
 
 	cfg := collector.Config{
 		ProcPath: *procPath, SysPath: *sysPath,
@@ -142,7 +144,7 @@ func run(args []string) int {
 	defer set.Close()
 
 	exporterReg := prometheus.NewRegistry()
-	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck, env.PodNames)
+	exporterReg.MustRegister(versioncollector.NewCollector("quota_exporter"), env.Errors, env.Stuck, env.PodNames, env.Discovery)
 	if !*noExporter {
 		exporterReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

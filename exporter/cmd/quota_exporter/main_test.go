@@ -135,7 +135,7 @@ func TestExporterOnThisHost(t *testing.T) {
 	}
 	off := startExporter(t, nil, bin, "--web.disable-exporter-metrics", "--no-collector.memory")
 	body = get(t, "http://"+off+"/metrics")
-	// The memory collector's own series (the effective collector's quota_memory_effective_limit_bytes
+	// The memory collector's own series (the binding collector's quota_memory_binding_limit_bytes
 	// stays wherever a memory limit is set on this host).
 	if strings.Contains(body, "go_goroutines") || strings.Contains(body, "quota_memory_usage_bytes") {
 		t.Error("--web.disable-exporter-metrics / --no-collector.memory ignored")

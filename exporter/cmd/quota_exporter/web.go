@@ -49,17 +49,17 @@ func newServer(h http.Handler, scrapeTimeout, writeTimeout time.Duration) *http.
 // and remembers when each slot was taken, for the liveness probe.
 type scrapeSlots struct {
 	max int // 0: unbounded
-	// wedged is how long a slot may be held before it counts as stuck: the scrape timeout
+	// stuckAfter is how long a slot may be held before it counts as stuck: the scrape timeout
 	// (after which Set.Gather returns whatever is unfinished) plus time to encode.
-	wedged time.Duration
-	mu     sync.Mutex
-	held   map[*slot]struct{}
+	stuckAfter time.Duration
+	mu         sync.Mutex
+	held       map[*slot]struct{}
 }
 
 type slot struct{ since time.Time }
 
 func newScrapeSlots(max int, scrapeTimeout time.Duration) *scrapeSlots {
-	return &scrapeSlots{max: max, wedged: scrapeTimeout + 5*time.Second, held: map[*slot]struct{}{}}
+	return &scrapeSlots{max: max, stuckAfter: scrapeTimeout + 5*time.Second, held: map[*slot]struct{}{}}
 }
 
 // take returns a slot, or nil when all are held.
@@ -80,7 +80,7 @@ func (s *scrapeSlots) release(sl *slot) {
 	s.mu.Unlock()
 }
 
-// stuck tells whether no scrape can be served: every slot held for longer than wedged.
+// stuck tells whether no scrape can be served: every slot held for longer than stuckAfter.
 func (s *scrapeSlots) stuck() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -88,7 +88,7 @@ func (s *scrapeSlots) stuck() bool {
 		return false
 	}
 	for sl := range s.held {
-		if time.Since(sl.since) < s.wedged {
+		if time.Since(sl.since) < s.stuckAfter {
 			return false
 		}
 	}
@@ -99,7 +99,7 @@ func (s *scrapeSlots) stuck() bool {
 func (s *scrapeSlots) healthy() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.stuck() {
-			http.Error(w, fmt.Sprintf("all %d scrape slots held for more than %v", s.max, s.wedged), http.StatusServiceUnavailable)
+			http.Error(w, fmt.Sprintf("all %d scrape slots held for more than %v", s.max, s.stuckAfter), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "Healthy.")

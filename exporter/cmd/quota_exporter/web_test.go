@@ -136,25 +136,25 @@ func TestStalledClientsDoNotHoldSlots(t *testing.T) {
 	}
 }
 
-// wedgedGatherer never returns until released: a wedge no real collection produces
+// stuckGatherer never returns until released: a stuck scrape no real collection produces
 // (Set.Gather returns at the scrape timeout), to drive the liveness probe red.
-type wedgedGatherer struct{ release chan struct{} }
+type stuckGatherer struct{ release chan struct{} }
 
-func (g wedgedGatherer) Gather() ([]*dto.MetricFamily, error) {
+func (g stuckGatherer) Gather() ([]*dto.MetricFamily, error) {
 	<-g.release
 	return nil, nil
 }
 
-// TestLivenessWhenSlotsWedged: with both slots held past the scrape timeout the liveness
+// TestLivenessWhenSlotsStuck: with both slots held past the scrape timeout the liveness
 // probe answers 503 (and scrapes 503); once they are released it is green and scrapes
 // succeed again.
-func TestLivenessWhenSlotsWedged(t *testing.T) {
-	wedge := wedgedGatherer{release: make(chan struct{})}
+func TestLivenessWhenSlotsStuck(t *testing.T) {
+	stuck := stuckGatherer{release: make(chan struct{})}
 	slots := newScrapeSlots(2, 100*time.Millisecond)
-	slots.wedged = 300 * time.Millisecond // scrape timeout plus encoding, shortened for the test
+	slots.stuckAfter = 300 * time.Millisecond // scrape timeout plus encoding, shortened for the test
 	reg := prometheus.NewRegistry()
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", scrapeHandler(func(context.Context) prometheus.Gatherer { return wedge }, reg, slots, time.Second, promslog.NewNopLogger()))
+	mux.Handle("/metrics", scrapeHandler(func(context.Context) prometheus.Gatherer { return stuck }, reg, slots, time.Second, promslog.NewNopLogger()))
 	mux.Handle(healthyPath, slots.healthy())
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -183,12 +183,12 @@ func TestLivenessWhenSlotsWedged(t *testing.T) {
 	}
 	time.Sleep(400 * time.Millisecond)
 	if st := health(); st != http.StatusServiceUnavailable {
-		t.Errorf("slots wedged: %s %d, want 503", healthyPath, st)
+		t.Errorf("slots stuck: %s %d, want 503", healthyPath, st)
 	}
 	if st, _, _ := scrapeWithin(t, srv.URL+"/metrics", time.Second); st != http.StatusServiceUnavailable {
-		t.Errorf("slots wedged: /metrics %d, want 503", st)
+		t.Errorf("slots stuck: /metrics %d, want 503", st)
 	}
-	close(wedge.release)
+	close(stuck.release)
 	for range 2 {
 		if st := <-done; st != http.StatusOK {
 			t.Errorf("released scrape: %d", st)

@@ -196,7 +196,7 @@ func grepLines(body, sub string) string {
 // A 100 MB cgroup.procs with the real binary in a 256 MiB v1 memory cgroup: the exporter
 // stays up (reads are capped) and keeps exporting.
 func TestHugeCgroupProcsUnderMemoryLimit(t *testing.T) {
-	cg := testutil.NewCgroup(t, "wedge-mem", testutil.CgroupOptions{MemoryLimit: 256 << 20})
+	cg := testutil.NewCgroup(t, "stuck-mem", testutil.CgroupOptions{MemoryLimit: 256 << 20})
 	bin := buildExporter(t)
 	root := worldReadableTempDir(t)
 	if err := fixture.Write(root, fixture.V1, []fixture.Cgroup{

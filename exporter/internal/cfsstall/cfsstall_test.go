@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"testing"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 // On a kernel that refuses kernel tracing (this project's development host: no kprobes,
@@ -68,7 +70,9 @@ func FuzzParseRecord(f *testing.F) {
 	f.Add([]byte{1, 2, 3})
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := ParseRecord(b)
+		var s Stall
+		var err error
+		testutil.AllocBound(t, 16<<10, func() { s, err = ParseRecord(b) })
 		if err == nil && (s.Duration < 0 || s.End < s.Duration) {
 			t.Fatalf("accepted %+v", s)
 		}

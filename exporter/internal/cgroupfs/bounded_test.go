@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 func TestReadProcsStreamsAndCaps(t *testing.T) {
@@ -69,7 +70,9 @@ func FuzzReadProcs(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		pids, err := ReadProcs(dir)
+		var pids []int
+		var err error
+		testutil.AllocBound(t, 2*8*MaxProcs+64<<10, func() { pids, err = ReadProcs(dir) })
 		if err != nil && !errors.Is(err, ErrTruncated) {
 			t.Fatalf("unexpected error %v", err)
 		}

@@ -21,14 +21,18 @@ import (
 type Cgroup struct {
 	Path     string // from the hierarchy root, e.g. /kubepods/burstable/pod<uid>/<id>
 	Identity Identity
+	// Kind is what the cgroup is to the kubelet and the runtimes (Locate): KindOther,
+	// KindPod, KindContainer or KindSandbox; the other kinds are never watched.
+	Kind Kind
 	// Names are the Kubernetes names of Identity's pod or container: not in the path, the
 	// exporter fills them from the kubelet's log directories (package kubenames).
 	Names KubeNames
-	// HasProcs: at least one process sits directly in it (in some watched hierarchy).
+	// HasProcs: at least one process sits directly in it, or in a cgroup below a container
+	// that is the container's own (KindBelowContainer), in some watched hierarchy.
 	HasProcs bool
-	// PIDs are the processes directly in it, listed by the walk from the process hierarchy
-	// (the cpu hierarchy, else memory) so that the process listing need not open
-	// cgroup.procs a second time. Discover only; capped at MaxProcs (a WalkError says so).
+	// PIDs are those processes, listed by the walk from the process hierarchy (the cpu
+	// hierarchy, else memory) so that the process listing need not open cgroup.procs a
+	// second time. Discover only; capped at MaxProcs (a WalkError says so).
 	PIDs []int
 	// InCPU, InMemory: the path exists in that controller's hierarchy.
 	InCPU, InMemory bool
@@ -50,9 +54,9 @@ type KubeNames struct {
 type WalkOptions struct {
 	Keep        func(path string) bool // path filter (include/exclude); nil keeps all
 	BareRuntime string                 // runtime of bare 64-hex container dirs (see ParseIdentity)
-	// Gate quarantines cgroup directories whose files did not answer within ProbeBudget
+	// Gate holds the cgroup directories whose files did not answer within ProbeBudget
 	// (default DefaultProbeBudget): at most one outstanding read per directory, and a stuck
-	// one is skipped (ErrStuck) until its read returns. nil: no quarantine.
+	// one is skipped (ErrStuck) until its read returns. nil: nothing is skipped.
 	Gate        *procread.Gate
 	ProbeBudget time.Duration
 	// Cache, when set, keeps quotas and limits between walks (see ProbeCache). nil: every
@@ -70,11 +74,42 @@ type WalkError struct {
 	Err  error
 }
 
-// Discover walks the cpu and memory hierarchies and returns every cgroup that holds at
-// least one process or has a CPU quota or memory limit, sorted by path. On v1 a cgroup is
-// keyed by its path, so the same path in the cpu and the memory hierarchy is one cgroup.
-// Unreadable directories are skipped and returned as errors; ctx ends the walk early.
+// Discovery is one walk's result.
+type Discovery struct {
+	Cgroups []Cgroup
+	Errs    []WalkError
+	Skipped Skipped
+}
+
+// Skipped counts the cgroups a walk found and does not export, by reason.
+type Skipped struct {
+	// BelowContainer: cgroups below a container's that the runtime did not make (a tenant's
+	// own, a nested runtime's); their processes are the container's. Example is one of them.
+	BelowContainer int
+	Example        string
+	// RuntimeSubgroups: crun's "container" subgroup of a container's scope, whose
+	// processes are the container's: expected, not a tenant's doing.
+	RuntimeSubgroups int
+	// Conmon: CRI-O's container monitors (crio-conmon-<id>), the runtime's, not the pod's.
+	Conmon int
+}
+
+// Discover is DiscoverAll's cgroups and errors.
 func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []WalkError) {
+	d := l.DiscoverAll(ctx, opts)
+	return d.Cgroups, d.Errs
+}
+
+// DiscoverAll walks the cpu and memory hierarchies and returns, sorted by path, every cgroup
+// that holds at least one process or has a CPU quota or memory limit, and every Kubernetes
+// pod, container and sandbox cgroup whatever it holds: outside the host's PID namespace
+// cgroup.procs hides processes (v1 leaves them out, v2 lists 0), and a BestEffort pod or a
+// container of a pod-level limit has no limit of its own. On v1 a cgroup is keyed by its
+// path, so the same path in the cpu and the memory hierarchy is one cgroup. Cgroups below a
+// container are the container's (Locate): never returned, their processes are the container's;
+// CRI-O's conmon cgroups are never returned. Unreadable directories are skipped and returned
+// as errors; ctx ends the walk early.
+func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 	// Walk the directories first, then read each one's cgroup.procs, quota and limit in
 	// parallel: the reads are independent, and a serial walk was half the scrape's wall time.
 	var dirs []dirProbe
@@ -94,15 +129,20 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 		walk(l.CPU, true, false)
 		walk(l.Memory, false, true)
 	}
-	errs = append(errs, probeCached(ctx, opts, dirs)...)
+	complete := ctx.Err() == nil // the walk before the reads
+	n := opts.Cache.lookup(dirs)
+	errs = append(errs, probeAll(ctx, opts, dirs)...)
 
 	type state struct {
-		selected, inCPU, inMemory, procs bool
-		pids                             []int
-		cpuMax                           CPUMax
-		hasCPUMax                        bool
-		memLimit                         uint64
-		hasMemLimit                      bool
+		inCPU, inMemory, procs bool
+		pids                   []int
+		cpuMax                 CPUMax
+		hasCPUMax              bool
+		memLimit               uint64
+		hasMemLimit            bool
+		id                     Identity
+		place                  Place
+		exported               bool
 	}
 	found := map[string]*state{}
 	for i := range dirs {
@@ -113,6 +153,7 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 		s := found[d.path]
 		if s == nil {
 			s = &state{}
+			s.id, s.place = Locate(d.path, opts.BareRuntime)
 			found[d.path] = s
 		}
 		s.inCPU = s.inCPU || d.cpu
@@ -127,23 +168,54 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 		if d.memory {
 			s.memLimit, s.hasMemLimit = d.memLimit, d.hasMemLimit
 		}
-		if d.procs || (d.hasCPUMax && d.cpuMax.Limited()) || (d.hasMemLimit && d.memLimit > 0) {
-			s.selected = true
+	}
+	// A container's own cgroups give it their processes (its counters already include them).
+	var skipped Skipped
+	for p, s := range found {
+		switch s.place.Kind {
+		case KindBelowContainer:
+			if s.place.RuntimeSubgroup {
+				skipped.RuntimeSubgroups++
+			} else {
+				skipped.BelowContainer++
+				if skipped.Example == "" || p < skipped.Example {
+					skipped.Example = p
+				}
+			}
+			if c := found[s.place.Container]; c != nil && c.place.Kind != KindBelowContainer {
+				c.procs = c.procs || s.procs
+				c.pids = append(c.pids, s.pids[:min(len(s.pids), MaxProcs-len(c.pids))]...)
+			}
+		case KindConmon:
+			skipped.Conmon++
 		}
 	}
 	out := make([]Cgroup, 0, len(found))
 	for p, s := range found {
-		if !s.selected {
+		switch s.place.Kind {
+		case KindBelowContainer, KindConmon:
+		case KindPod, KindContainer, KindSandbox:
+			s.exported = true
+		default:
+			s.exported = s.procs || (s.hasCPUMax && s.cpuMax.Limited()) || (s.hasMemLimit && s.memLimit > 0)
+		}
+		if !s.exported {
 			continue
 		}
+		slices.Sort(s.pids)
 		out = append(out, Cgroup{
-			Path: p, Identity: ParseIdentity(p, opts.BareRuntime),
+			Path: p, Identity: s.id, Kind: s.place.Kind,
 			HasProcs: s.procs, PIDs: s.pids, InCPU: s.inCPU, InMemory: s.inMemory,
 			CPUMax: s.cpuMax, HasCPUMax: s.hasCPUMax, MemoryLimit: s.memLimit, HasMemoryLimit: s.hasMemLimit,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, errs
+	// Exported cgroups' limits are read again next walk: a resize shows within one scrape.
+	for i := range dirs {
+		dirs[i].exported = found[dirs[i].path].exported
+	}
+	opts.Cache.store(n, dirs, complete && ctx.Err() == nil)
+	return Discovery{Cgroups: out, Errs: errs, Skipped: skipped}
 }
 
 // DiscoverQuotas walks only the cpu hierarchy and returns the cgroups with a CPU quota,
@@ -159,14 +231,35 @@ func (l *Layout) DiscoverQuotas(ctx context.Context, opts WalkOptions) ([]Cgroup
 	errs := walkKept(ctx, h, opts, func(dir, p string) {
 		dirs = append(dirs, dirProbe{h: h, dir: dir, path: p, cpu: true, quotaOnly: true})
 	})
-	errs = append(errs, probeCached(ctx, opts, dirs)...)
-	var out []Cgroup
+	complete := ctx.Err() == nil
+	n := opts.Cache.lookup(dirs)
+	// With every quota cached there is nothing to read.
+	var probe []dirProbe
 	for _, d := range dirs {
+		if !d.limitsCached {
+			probe = append(probe, d)
+		}
+	}
+	errs = append(errs, probeAll(ctx, opts, probe)...)
+	for i, j := 0, 0; i < len(dirs) && j < len(probe); i++ {
+		if !dirs[i].limitsCached {
+			dirs[i] = probe[j]
+			j++
+		}
+	}
+	var out []Cgroup
+	for i, d := range dirs {
 		if d.hasCPUMax && d.cpuMax.Limited() {
-			out = append(out, Cgroup{Path: d.path, Identity: ParseIdentity(d.path, opts.BareRuntime),
+			dirs[i].exported = true
+			id, place := Locate(d.path, opts.BareRuntime)
+			if place.Kind == KindBelowContainer || place.Kind == KindConmon {
+				continue
+			}
+			out = append(out, Cgroup{Path: d.path, Identity: id, Kind: place.Kind,
 				InCPU: true, InMemory: l.Memory == h, CPUMax: d.cpuMax, HasCPUMax: true})
 		}
 	}
+	opts.Cache.store(n, dirs, complete && ctx.Err() == nil)
 	return out, errs
 }
 
@@ -227,6 +320,7 @@ type dirProbe struct {
 
 	probed       bool // read returned (the fields below are what it found)
 	limitsCached bool // quota and limit come from opts.Cache: read skips them
+	exported     bool // the walk returned the cgroup: the cache reads its limits every walk
 
 	procs       bool
 	pids        []int
@@ -249,6 +343,8 @@ func (d dirProbe) read() (dirProbe, error) {
 	case !d.quotaOnly:
 		d.procs, d.procsErr = hasProcs(d.dir)
 	}
+	// A cgroup with processes is exported: its limits must be current (a resize).
+	d.limitsCached = d.limitsCached && !d.procs
 	if d.cpu && !d.limitsCached {
 		d.cpuMax, d.hasCPUMax = readCPUMax(d.h, d.dir)
 	}
@@ -258,39 +354,9 @@ func (d dirProbe) read() (dirProbe, error) {
 	return d, nil
 }
 
-// probeCached is probeAll through opts.Cache, when set.
-func probeCached(ctx context.Context, opts WalkOptions, dirs []dirProbe) []WalkError {
-	if opts.Cache == nil || len(dirs) == 0 {
-		return probeAll(ctx, opts, dirs)
-	}
-	complete := ctx.Err() == nil // the walk before the reads
-	n := opts.Cache.lookup(dirs)
-	// A quota-only walk with everything cached has nothing to read.
-	probe := dirs
-	if dirs[0].quotaOnly {
-		probe = nil
-		for _, d := range dirs {
-			if !d.limitsCached {
-				probe = append(probe, d)
-			}
-		}
-	}
-	errs := probeAll(ctx, opts, probe)
-	if dirs[0].quotaOnly {
-		for i, j := 0, 0; i < len(dirs) && j < len(probe); i++ {
-			if !dirs[i].limitsCached {
-				dirs[i] = probe[j]
-				j++
-			}
-		}
-	}
-	opts.Cache.store(n, dirs, complete && ctx.Err() == nil)
-	return errs
-}
-
 // probeAll reads the directories with one worker per CPU the exporter may use, each
-// directory within a budget (procread.Map): a directory whose files block is abandoned,
-// quarantined through opts.Gate, and returned as an error; the others are read.
+// directory within a budget (procread.Map): a directory whose files block is given up,
+// skipped through opts.Gate while stuck, and returned as an error; the others are read.
 func probeAll(ctx context.Context, opts WalkOptions, dirs []dirProbe) []WalkError {
 	budget := opts.ProbeBudget
 	if budget <= 0 {

@@ -2,7 +2,11 @@
 
 package cgroupfs
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+)
 
 func TestParseOOMControl(t *testing.T) {
 	for _, c := range []struct {
@@ -26,7 +30,10 @@ func FuzzParseOOMControl(f *testing.F) {
 	f.Add([]byte("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"))
 	f.Add([]byte("oom_kill\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if kills, ok, _ := parseOOMControl(b); !ok && kills != 0 {
+		var kills uint64
+		var ok bool
+		testutil.AllocBound(t, smallParseAlloc, func() { kills, ok, _ = parseOOMControl(b) })
+		if !ok && kills != 0 {
 			t.Errorf("a count without an oom_kill line: %d", kills)
 		}
 	})

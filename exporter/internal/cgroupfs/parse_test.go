@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 func writeTemp(t testing.TB, files map[string]string) string {
@@ -145,13 +147,24 @@ func TestHierarchyPaths(t *testing.T) {
 	}
 }
 
+// Allocation bounds of the fuzz targets: the parsers of small kernel files allocate next to
+// nothing. Mount info is the exporter's own (/proc/self/mountinfo), read once at start:
+// its parse keeps a Mount per line, so it is bounded for inputs up to maxFuzzMountInfo.
+const (
+	smallParseAlloc   = 16 << 10
+	maxFuzzMountInfo  = 64 << 10
+	maxMountInfoAlloc = 8 * maxFuzzMountInfo
+)
+
 func FuzzParseCPUStat(f *testing.F) {
 	f.Add([]byte("nr_periods 36\nnr_throttled 36\nthrottled_time 6420577432\nnr_bursts 0\nburst_time 0\n"))
 	f.Add([]byte("usage_usec 1\nuser_usec 1\nsystem_usec 0\nnr_periods 1\nnr_throttled 0\nthrottled_usec 0\n"))
 	f.Add([]byte("nr_periods\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s CPUStat
-		if err := ParseCPUStat(b, &s); err == nil && s.HasThrottling && s.ThrottledPeriods > s.Periods {
+		var err error
+		testutil.AllocBound(t, smallParseAlloc, func() { err = ParseCPUStat(b, &s) })
+		if err == nil && s.HasThrottling && s.ThrottledPeriods > s.Periods {
 			t.Errorf("accepted nr_throttled > nr_periods: %+v", s)
 		}
 	})
@@ -162,7 +175,9 @@ func FuzzParsePSI(f *testing.F) {
 	f.Add([]byte("some total=\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p PSI
-		if err := parsePSI(b, &p); err == nil && (p.SomeSeconds < 0 || p.FullSeconds < 0) {
+		var err error
+		testutil.AllocBound(t, smallParseAlloc, func() { err = parsePSI(b, &p) })
+		if err == nil && (p.SomeSeconds < 0 || p.FullSeconds < 0) {
 			t.Errorf("negative PSI %+v", p)
 		}
 	})
@@ -172,7 +187,11 @@ func FuzzParseMountInfo(f *testing.F) {
 	f.Add([]byte("32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:3 - cgroup cgroup rw,cpu,cpuacct\n"))
 	f.Add([]byte("34 31 0:31 /.. /x\\040y rw - cgroup2 cgroup2 rw\n - \n\\"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		mounts, _ := ParseMountInfo(b)
+		if len(b) > maxFuzzMountInfo {
+			return
+		}
+		var mounts []Mount
+		testutil.AllocBound(t, maxMountInfoAlloc, func() { mounts, _ = ParseMountInfo(b) })
 		l := LayoutFromMounts(mounts, "/sys/fs/cgroup")
 		for _, h := range []*Hierarchy{l.CPU, l.Memory} {
 			if h != nil {
@@ -187,7 +206,7 @@ func FuzzParseKeyed(f *testing.F) {
 	f.Add([]byte("anon 1\nfile 2\ninactive_file 3\n"))
 	f.Add([]byte("total_rss 1\n\n\nx"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_ = parseKeyed(b, func([]byte, uint64) {})
+		testutil.AllocBound(t, smallParseAlloc, func() { _ = parseKeyed(b, func([]byte, uint64) {}) })
 	})
 }
 
@@ -195,7 +214,10 @@ func FuzzParseCPUList(f *testing.F) {
 	f.Add("0-3,8")
 	f.Add("0-4294967295")
 	f.Fuzz(func(t *testing.T, s string) {
-		if n, err := ParseCPUList(s); err == nil && n < 0 {
+		var n int
+		var err error
+		testutil.AllocBound(t, smallParseAlloc, func() { n, err = ParseCPUList(s) })
+		if err == nil && n < 0 {
 			t.Errorf("negative count")
 		}
 	})

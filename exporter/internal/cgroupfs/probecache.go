@@ -7,13 +7,14 @@ import (
 	"time"
 )
 
-// ProbeCache makes discovery incremental: it keeps every directory's quota and memory limit
-// between walks and reads them again only for directories new to this walk or to the
-// previous one (a runtime creates the directory before it writes the limits), and for the
-// others once they are older than MaxAge. Limits change only when a container is resized,
-// and re-reading a thousand unchanged quota and limit files was a tenth of a scrape and most
-// of the idle sampler's cost after its own reads. cgroup.procs is still read every walk.
-// Set it as WalkOptions.Cache; safe for concurrent use.
+// ProbeCache makes discovery incremental for the directories it does not export: it keeps
+// every directory's quota and memory limit between walks, and reads them again every walk
+// for the directories the previous walk exported or that hold processes now (an in-place
+// resize shows within one scrape), for directories new to this walk or to the previous one
+// (a runtime creates the directory before it writes the limits), and for the others once
+// they are older than MaxAge (a limit set on an empty slice shows within MaxAge).
+// cgroup.procs is read every walk. Set it as WalkOptions.Cache; nil reads everything every
+// walk; safe for concurrent use.
 type ProbeCache struct {
 	MaxAge time.Duration // 0: DefaultProbeCacheAge
 
@@ -27,6 +28,7 @@ const DefaultProbeCacheAge = 30 * time.Second
 
 type probeEntry struct {
 	firstWalk, seenWalk, readWalk uint64
+	exported                      bool // by the last walk that saw it
 	readAt                        time.Time
 	cpuMax                        CPUMax
 	hasCPUMax                     bool
@@ -37,6 +39,9 @@ type probeEntry struct {
 // lookup marks the walk's directories whose limits are fresh in the cache as cached (read
 // skips them) and fills them in. It returns the walk's number.
 func (c *ProbeCache) lookup(dirs []dirProbe) uint64 {
+	if c == nil {
+		return 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dirs == nil {
@@ -56,7 +61,7 @@ func (c *ProbeCache) lookup(dirs []dirProbe) uint64 {
 			c.dirs[d.dir] = e
 		}
 		e.seenWalk = n
-		if e.readWalk == 0 || e.firstWalk+1 >= n || now.Sub(e.readAt) >= maxAge {
+		if e.readWalk == 0 || e.exported || e.firstWalk+1 >= n || now.Sub(e.readAt) >= maxAge {
 			continue
 		}
 		d.limitsCached = true
@@ -65,15 +70,24 @@ func (c *ProbeCache) lookup(dirs []dirProbe) uint64 {
 	return n
 }
 
-// store keeps what walk n read; a directory whose read failed or did not run is read again
-// next walk. complete: the walk saw every directory, so the ones it did not see are gone.
+// store keeps what walk n read and which directories it exported; a directory whose read
+// failed or did not run is read again next walk. complete: the walk saw every directory, so the ones it did not see are gone.
 func (c *ProbeCache) store(n uint64, dirs []dirProbe, complete bool) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
 	for _, d := range dirs {
 		e := c.dirs[d.dir]
-		if e == nil || !d.probed || d.limitsCached {
+		if e == nil {
+			continue
+		}
+		if e.seenWalk == n { // a later walk's view is newer
+			e.exported = d.exported
+		}
+		if !d.probed || d.limitsCached {
 			continue
 		}
 		e.readWalk, e.readAt = n, now

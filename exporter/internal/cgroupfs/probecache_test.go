@@ -12,8 +12,9 @@ import (
 )
 
 // TestProbeCache: with WalkOptions.Cache, new directories are read at once and again on the
-// next walk (a runtime writes the quota after mkdir), known ones only once older than MaxAge,
-// removed ones are forgotten; cgroup.procs is read every walk.
+// next walk (a runtime writes the quota after mkdir), exported ones every walk (an in-place
+// resize), the others only once older than MaxAge; removed ones are forgotten; cgroup.procs
+// is read every walk.
 func TestProbeCache(t *testing.T) {
 	for _, quotasOnly := range []bool{true, false} {
 		name := map[bool]string{true: "DiscoverQuotas", false: "Discover"}[quotasOnly]
@@ -57,19 +58,24 @@ func TestProbeCache(t *testing.T) {
 			}
 			write("a", "cpu.max", "50000 100000")
 			write("b", "cpu.max", "max 100000")
+			write("e", "cpu.max", "max 100000")
 			check("walk 1", "/a")
 			// b gets its quota right after its first walk: the second walk reads it again.
 			write("b", "cpu.max", "20000 100000")
 			check("walk 2", "/a", "/b")
-			// Known directories keep their cached quota until it is older than MaxAge.
+			// An exported directory's limit is read every walk: a resize (here to no quota)
+			// shows at once. A directory that was not exported keeps its cached quota until
+			// it is older than MaxAge.
 			start := time.Now()
 			write("a", "cpu.max", "max 100000")
 			write("c", "cpu.max", "10000 100000")
-			if got := paths(); time.Since(start) < maxAge && !slices.Equal(got, []string{"/a", "/b", "/c"}) {
-				t.Fatalf("walk 3: %v, want [/a /b /c] (a's quota not read again yet)", got)
+			write("e", "cpu.max", "30000 100000")
+			if got := paths(); time.Since(start) < maxAge && !slices.Equal(got, []string{"/b", "/c"}) {
+				t.Fatalf("walk 3: %v, want [/b /c] (a's removed quota read at once, e's new one not yet)", got)
 			}
 			time.Sleep(maxAge)
-			check("after MaxAge", "/b", "/c")
+			check("after MaxAge", "/b", "/c", "/e")
+			write("e", "cpu.max", "max 100000")
 			if !quotasOnly {
 				// cgroup.procs is not cached: a process in d selects it at once.
 				write("d", "cgroup.procs", "1")

@@ -7,7 +7,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// bucketCount is one cumulative bucket of a histogram's increase over the window.
+// bucketCount is one cumulative bucket of a histogram's increase over the span.
 type bucketCount struct {
 	upper float64
 	count float64

@@ -23,8 +23,8 @@ func hostileReport(t *testing.T) Report {
 		if w.Pod != "" {
 			w.Namespace, w.Pod, w.Container = hostileName, hostileName, hostileName
 		}
-		if w.LimitCgroup != "" {
-			w.LimitCgroup = "/kubepods/" + hostileName
+		if w.BindingCgroup != "" {
+			w.BindingCgroup = "/kubepods/" + hostileName
 		}
 		for j := range w.Processes {
 			w.Processes[j].Name = hostileName

@@ -12,7 +12,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
-// The live adapter: two gathers of the exporter's collectors, window apart, become
+// The live adapter: two gathers of the exporter's collectors, span apart, become
 // Workloads. The series are the exporter's own, read through package series' table;
 // counters are the increase between the gathers.
 
@@ -100,19 +100,19 @@ func matches(s sample, match map[string]string) bool {
 
 // Observation is what the gathers were taken over.
 type Observation struct {
-	Window   time.Duration
-	End      time.Time // when the window ended (process ages)
+	Span     time.Duration
+	End      time.Time // when the span ended (process ages)
 	HostCPUs int
-	// WarmupWindow: a process younger than this at End is warming up, and the window's
+	// WarmupPeriod: a process younger than this at End is warming up, and the span's
 	// usage and throttling are its warm-up's (live mode); 0: not judged here (history
 	// mode computes warm-ups from the series over time).
-	WarmupWindow time.Duration
+	WarmupPeriod time.Duration
 }
 
 // FromFamilies builds the workloads from a gather at the start and one at the end of the
 // window: every cgroup with a CPU limit on its path or a watched process.
 func FromFamilies(start, end []*dto.MetricFamily, o Observation) []Workload {
-	window, hostCPUs := o.Window, o.HostCPUs
+	span, hostCPUs := o.Span, o.HostCPUs
 	a, b := newIndex(start), newIndex(end)
 	ws := map[string]*Workload{}
 	get := func(s sample) *Workload {
@@ -120,14 +120,14 @@ func FromFamilies(start, end []*dto.MetricFamily, o Observation) []Workload {
 		w := ws[cg]
 		if w == nil {
 			w = &Workload{Cgroup: cg, Namespace: s.labels["namespace"], Pod: s.labels["pod"], Container: s.labels["container"],
-				Window: window, HostCPUs: hostCPUs}
+				Span: span, HostCPUs: hostCPUs}
 			ws[cg] = w
 		}
 		return w
 	}
 	for _, s := range b.all(series.CPULimit) {
 		w := get(s)
-		w.LimitCores, w.LimitCgroup = s.value, s.labels["limit_cgroup"]
+		w.LimitCores, w.BindingCgroup = s.value, s.labels["binding_cgroup"]
 	}
 	for _, s := range b.all(series.ProcessInfo) {
 		get(s)
@@ -158,8 +158,8 @@ func FromFamilies(start, end []*dto.MetricFamily, o Observation) []Workload {
 	for cg, w := range ws {
 		// Throttling is counted where the limit is (on v2 only there; on v1 there too).
 		at := cg
-		if w.LimitCgroup != "" {
-			at = w.LimitCgroup
+		if w.BindingCgroup != "" {
+			at = w.BindingCgroup
 		}
 		w.Periods = increase(periodsA[at], periodsB[at])
 		w.ThrottledPeriods = increase(thrA[at], thrB[at])
@@ -167,9 +167,9 @@ func FromFamilies(start, end []*dto.MetricFamily, o Observation) []Workload {
 		w.PeriodSeconds = periodLen[at].value
 		w.Windows, w.ThrottledWindows = windows(ratioA[at].hist, ratioB[at].hist)
 		w.Pauses.LongestStall = highestBucket(bucketIncrease(stallA[at].hist, stallB[at].hist))
-		if window > 0 {
-			w.UsageCores = usage[cg] / window.Seconds()
-			w.SystemCores = system[cg] / window.Seconds()
+		if span > 0 {
+			w.UsageCores = usage[cg] / span.Seconds()
+			w.SystemCores = system[cg] / span.Seconds()
 		}
 	}
 
@@ -219,7 +219,7 @@ func windows(a, b *dto.Histogram) (total, throttled int) {
 }
 
 func addProcesses(ws map[string]*Workload, a, b index, o Observation) {
-	window := o.Window
+	span := o.Span
 	procs := map[seriesKey]*Process{}
 	for _, s := range b.all(series.ProcessInfo) {
 		pid, _ := strconv.Atoi(s.labels["pid"])
@@ -231,8 +231,8 @@ func addProcesses(ws map[string]*Workload, a, b index, o Observation) {
 	}
 	cpuA, cpuB := a.byProcess(series.ProcessCPU, nil), b.byProcess(series.ProcessCPU, nil)
 	for k, p := range procs {
-		if window > 0 {
-			p.CPUCores = increase(cpuA[k], cpuB[k]) / window.Seconds()
+		if span > 0 {
+			p.CPUCores = increase(cpuA[k], cpuB[k]) / span.Seconds()
 		}
 	}
 	gauge := func(m series.Metric, set func(p *Process, s sample)) {
@@ -316,11 +316,11 @@ func addProcesses(ws map[string]*Workload, a, b index, o Observation) {
 		if w == nil {
 			continue
 		}
-		if age := o.End.Sub(p.StartTime); o.WarmupWindow > 0 && !p.StartTime.IsZero() && age >= 0 && age < o.WarmupWindow {
-			// The whole window lies in the process's first minutes: its numbers are the warm-up's.
+		if age := o.End.Sub(p.StartTime); o.WarmupPeriod > 0 && !p.StartTime.IsZero() && age >= 0 && age < o.WarmupPeriod {
+			// The whole span lies in the process's first minutes: its numbers are the warm-up's.
 			wu := &WarmupFacts{AgeSeconds: age.Seconds(), Cores: p.CPUCores}
-			if window > 0 {
-				wu.ThrottledCores = w.ThrottledSeconds / window.Seconds()
+			if span > 0 {
+				wu.ThrottledCores = w.ThrottledSeconds / span.Seconds()
 			}
 			if w.Periods > 0 {
 				wu.ThrottledShare = w.ThrottledPeriods / w.Periods

@@ -29,7 +29,7 @@ func TestFromFamilies(t *testing.T) {
 	pod, ctr := "/kubepods/pod1", "/kubepods/pod1/c1"
 	gather := func(periods, throttled float64, windows, unthrottled uint64) []*dto.MetricFamily {
 		return []*dto.MetricFamily{
-			{Name: ptr("quota_cpu_effective_limit_cores"), Metric: []*dto.Metric{metric(0.5, "cgroup", ctr, "limit_cgroup", pod), metric(0.5, "cgroup", pod, "limit_cgroup", pod)}},
+			{Name: ptr("quota_cpu_binding_limit_cores"), Metric: []*dto.Metric{metric(0.5, "cgroup", ctr, "binding_cgroup", pod), metric(0.5, "cgroup", pod, "binding_cgroup", pod)}},
 			{Name: ptr("quota_cpu_throttled_periods_total"), Metric: []*dto.Metric{metric(throttled, "cgroup", pod)}},
 			{Name: ptr("quota_cpu_periods_total"), Metric: []*dto.Metric{metric(periods, "cgroup", pod)}},
 			{Name: ptr("quota_cpu_throttled_window_ratio"), Metric: []*dto.Metric{ratio(windows, unthrottled, pod)}},
@@ -39,12 +39,12 @@ func TestFromFamilies(t *testing.T) {
 			{Name: ptr("quota_process_threads"), Metric: []*dto.Metric{metric(math.NaN(), "cgroup", ctr, "process", "api")}},
 		}
 	}
-	ws := FromFamilies(gather(100, 10, 3, 3), gather(250, 70, 18, 5), Observation{Window: 15 * time.Second, HostCPUs: 4})
+	ws := FromFamilies(gather(100, 10, 3, 3), gather(250, 70, 18, 5), Observation{Span: 15 * time.Second, HostCPUs: 4})
 	if len(ws) != 2 {
 		t.Fatalf("workloads %+v", ws)
 	}
 	w := ws[1]
-	if w.Cgroup != ctr || w.LimitCgroup != pod || w.LimitCores != 0.5 || w.Periods != 150 || w.ThrottledPeriods != 60 || w.Windows != 15 || w.ThrottledWindows != 13 {
+	if w.Cgroup != ctr || w.BindingCgroup != pod || w.LimitCores != 0.5 || w.Periods != 150 || w.ThrottledPeriods != 60 || w.Windows != 15 || w.ThrottledWindows != 13 {
 		t.Errorf("workload %+v", w)
 	}
 	if len(w.Processes) != 1 || w.Processes[0].PID != 42 || w.Processes[0].Go == nil || w.Processes[0].Go.GOMAXPROCS != 4 || !w.Processes[0].Go.ContainerAware || w.Processes[0].Threads != 0 {

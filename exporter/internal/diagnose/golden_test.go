@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite the golden reports in testdata/
 
 // LoadWorkloads reads workloads from JSON (the Workload fields' JSON names) observed over
 // window; for fixtures.
-func loadWorkloads(t *testing.T, path string, window time.Duration) []Workload {
+func loadWorkloads(t *testing.T, path string, span time.Duration) []Workload {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -25,7 +25,7 @@ func loadWorkloads(t *testing.T, path string, window time.Duration) []Workload {
 		t.Fatal(err)
 	}
 	for i := range ws {
-		ws[i].Window = window
+		ws[i].Span = span
 	}
 	return ws
 }

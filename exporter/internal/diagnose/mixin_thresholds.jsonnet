@@ -5,7 +5,7 @@ local c = (import '../../../quota-exporter-mixin/config.libsonnet')._config;
 
 {
   // Shared: diagnose's rules use these values.
-  warmupWindow: c.warmupWindow,
+  warmupPeriod: c.warmupPeriod,
   warmupThrottledPeriodsRatio: c.warmupThrottledPeriodsRatio,
   systemCPUShare: c.systemCPUShare,
   systemCPUMinCores: c.systemCPUMinCores,

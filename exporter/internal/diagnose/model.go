@@ -7,7 +7,7 @@ package diagnose
 
 import "time"
 
-// Workload is one cgroup with its limit, its throttling over the observed window and the
+// Workload is one cgroup with its limit, its throttling over the observed span and the
 // watched processes in it.
 type Workload struct {
 	// Identity: the cgroup path always; Kubernetes names when the exporter knows them.
@@ -17,19 +17,19 @@ type Workload struct {
 	Container string `json:"container,omitempty"`
 
 	// LimitCores is the binding CPU limit (the smallest quota on the path from the root);
-	// 0: no limit. LimitCgroup is the cgroup that sets it (this one or an ancestor).
-	LimitCores  float64 `json:"limit_cores,omitempty"`
-	LimitCgroup string  `json:"limit_cgroup,omitempty"`
-	// PeriodSeconds is the CFS period of the limiting cgroup (0.1 s unless changed).
+	// 0: no limit. BindingCgroup is the cgroup that sets it (this one or an ancestor).
+	LimitCores    float64 `json:"limit_cores,omitempty"`
+	BindingCgroup string  `json:"binding_cgroup,omitempty"`
+	// PeriodSeconds is the CFS period of the binding cgroup (0.1 s unless changed).
 	PeriodSeconds float64 `json:"period_seconds,omitempty"`
 	// MemoryLimitBytes is the binding memory limit, 0 when none.
 	MemoryLimitBytes float64 `json:"memory_limit_bytes,omitempty"`
 	// HostCPUs is the number of online CPUs of the host.
 	HostCPUs int `json:"host_cpus,omitempty"`
 
-	// Window is the observed time; the counters below are increases over it, taken on the
+	// Span is the observed time; the counters below are increases over it, taken on the
 	// cgroup that sets the limit (where the kernel throttles).
-	Window           time.Duration `json:"-"`
+	Span             time.Duration `json:"-"`
 	Periods          float64       `json:"periods"`
 	ThrottledPeriods float64       `json:"throttled_periods"`
 	ThrottledSeconds float64       `json:"throttled_seconds"`
@@ -54,16 +54,16 @@ type Process struct {
 	Runtime string `json:"runtime,omitempty"` // jvm, go, or "" for others
 	// StartTime is the process's start; zero when unknown.
 	StartTime    time.Time `json:"-"`
-	CPUCores     float64   `json:"cpu_cores"` // CPU used over the window, in cores
+	CPUCores     float64   `json:"cpu_cores"` // CPU used over the span, in cores
 	Threads      int       `json:"threads,omitempty"`
 	ResidentAnon float64   `json:"resident_anon_bytes,omitempty"`
 
 	JVM    *JVMFacts    `json:"jvm,omitempty"`
 	Go     *GoFacts     `json:"go,omitempty"`
 	Malloc *MallocFacts `json:"malloc,omitempty"`
-	// Warmup is set when the window covers the process's first minutes (WarmupWindow).
+	// Warmup is set when the span covers the process's first minutes (WarmupPeriod).
 	Warmup *WarmupFacts `json:"warmup,omitempty"`
-	// GoPauseP99Seconds: the p99 of the Go stop-the-world pauses in the window (gopause
+	// GoPauseP99Seconds: the p99 of the Go stop-the-world pauses in the span (gopause
 	// collector; 0 when it did not run or saw no pause).
 	GoPauseP99Seconds float64 `json:"go_pause_p99_seconds,omitempty"`
 }
@@ -89,17 +89,17 @@ type Bucket struct {
 
 // WarmupFacts compare a process's first minutes with its steady state.
 type WarmupFacts struct {
-	// AgeSeconds: the process's age at the end of the window (live), or the time the
-	// window held it warming up (history, all its starts).
+	// AgeSeconds: the process's age at the end of the span (live), or the time the
+	// span held it warming up (history, all its starts).
 	AgeSeconds float64 `json:"age_seconds"`
-	// Cores: the process's CPU use while younger than the warm-up window; ThrottledCores:
-	// the throttled time per second of the limiting cgroup then (demand the limit cut off);
+	// Cores: the process's CPU use while younger than the warm-up period; ThrottledCores:
+	// the throttled time per second of the binding cgroup then (demand the limit cut off);
 	// ThrottledShare: the share of its CFS periods throttled then.
 	Cores          float64 `json:"cores"`
 	ThrottledCores float64 `json:"throttled_cores"`
 	ThrottledShare float64 `json:"throttled_share"`
-	// Steady*: the same after the warm-up window; Steady false when not observed (a live
-	// window inside the warm-up).
+	// Steady*: the same after the warm-up period; Steady false when not observed (a live
+	// span inside the warm-up).
 	Steady               bool    `json:"steady"`
 	SteadyCores          float64 `json:"steady_cores,omitempty"`
 	SteadyThrottledShare float64 `json:"steady_throttled_share,omitempty"`

@@ -14,15 +14,15 @@ import (
 
 // SchemaVersion is the version of the JSON report (docs/diagnose.schema.json). Bump it on
 // any change that is not adding an optional field.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Report is one run's result, in every output format.
 type Report struct {
 	SchemaVersion int       `json:"schema_version"`
 	GeneratedAt   time.Time `json:"generated_at"`
 	// Source is "live" (sampled on this host) or "history" (a Prometheus).
-	Source        string  `json:"source"`
-	WindowSeconds float64 `json:"window_seconds"`
+	Source      string  `json:"source"`
+	SpanSeconds float64 `json:"span_seconds"`
 	// Worst is the highest severity found, "none" without findings.
 	Worst     string          `json:"worst"`
 	Findings  []Finding       `json:"findings"`
@@ -40,9 +40,9 @@ type WorkloadState struct {
 }
 
 // NewReport diagnoses the workloads; all adds every workload's one-line state.
-func NewReport(source string, window time.Duration, ws []Workload, all bool, now time.Time) Report {
+func NewReport(source string, span time.Duration, ws []Workload, all bool, now time.Time) Report {
 	fs := Diagnose(ws)
-	r := Report{SchemaVersion: SchemaVersion, GeneratedAt: now.UTC(), Source: source, WindowSeconds: math.Round(window.Seconds()*10) / 10, Worst: "none", Findings: fs}
+	r := Report{SchemaVersion: SchemaVersion, GeneratedAt: now.UTC(), Source: source, SpanSeconds: math.Round(span.Seconds()*10) / 10, Worst: "none", Findings: fs}
 	if r.Findings == nil {
 		r.Findings = []Finding{}
 	}
@@ -134,9 +134,9 @@ func (s Style) severity(sev Severity) string {
 func WriteText(out io.Writer, r Report, st Style) error {
 	var b strings.Builder
 	if len(r.Findings) == 0 {
-		fmt.Fprintf(&b, "No findings (%s, %s).\n", r.Source, windowText(r))
+		fmt.Fprintf(&b, "No findings (%s, %s).\n", r.Source, spanText(r))
 	} else {
-		fmt.Fprintf(&b, "%d finding(s), worst %s (%s, %s)\n", len(r.Findings), r.Worst, r.Source, windowText(r))
+		fmt.Fprintf(&b, "%d finding(s), worst %s (%s, %s)\n", len(r.Findings), r.Worst, r.Source, spanText(r))
 	}
 	// Every string is printed through tenantstr.Text: names come from tenants, and no escape
 	// sequence or line break of theirs may reach the reader's terminal.
@@ -175,7 +175,7 @@ func WriteText(out io.Writer, r Report, st Style) error {
 // WriteMarkdown writes the report for a ticket.
 func WriteMarkdown(out io.Writer, r Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## quota_exporter diagnose: %d finding(s), worst %s\n\n_%s, %s, %s_\n", len(r.Findings), r.Worst, r.Source, windowText(r), r.GeneratedAt.Format(time.RFC3339))
+	fmt.Fprintf(&b, "## quota_exporter diagnose: %d finding(s), worst %s\n\n_%s, %s, %s_\n", len(r.Findings), r.Worst, r.Source, spanText(r), r.GeneratedAt.Format(time.RFC3339))
 	for _, f := range r.Findings {
 		// Names (workload, cgroup, process, versions and ancestors in evidence and mechanism)
 		// come from tenants: code spans they cannot close, or escaped text. Fixes, the
@@ -208,8 +208,8 @@ func WriteMarkdown(out io.Writer, r Report) error {
 	return err
 }
 
-func windowText(r Report) string {
-	return fmt.Sprintf("%g s observed", r.WindowSeconds)
+func spanText(r Report) string {
+	return fmt.Sprintf("%g s observed", r.SpanSeconds)
 }
 
 type field struct{ label, value string }

@@ -91,7 +91,7 @@ func Diagnose(ws []Workload) []Finding {
 				out = append(out, f)
 				if f.Rule != RuleMallocArenas {
 					cpuCause = true
-					explained[w.bindingCgroup()] = true
+					explained[w.bindingOrSelf()] = true
 				}
 			}
 		}
@@ -103,7 +103,7 @@ func Diagnose(ws []Workload) []Finding {
 	for _, owner := range []bool{true, false} {
 		for i := range ws {
 			w := &ws[i]
-			k := w.bindingCgroup()
+			k := w.bindingOrSelf()
 			if reported[k] || (owner && k != w.Cgroup) {
 				continue
 			}
@@ -120,10 +120,10 @@ func Diagnose(ws []Workload) []Finding {
 	return out
 }
 
-// bindingCgroup is the cgroup whose limit binds the workload (itself when it has none).
-func (w *Workload) bindingCgroup() string {
-	if w.LimitCgroup != "" {
-		return w.LimitCgroup
+// bindingOrSelf is the cgroup whose limit binds the workload: its binding cgroup, itself when it has none.
+func (w *Workload) bindingOrSelf() string {
+	if w.BindingCgroup != "" {
+		return w.BindingCgroup
 	}
 	return w.Cgroup
 }
@@ -229,13 +229,13 @@ func duration(s float64) string {
 }
 
 func limitWhere(w *Workload) string {
-	if w.LimitCgroup != "" && w.LimitCgroup != w.Cgroup {
-		return " (set on ancestor " + w.LimitCgroup + ")"
+	if w.BindingCgroup != "" && w.BindingCgroup != w.Cgroup {
+		return " (set on ancestor " + w.BindingCgroup + ")"
 	}
 	return ""
 }
 
-func onAncestor(w *Workload) bool { return w.LimitCgroup != "" && w.LimitCgroup != w.Cgroup }
+func onAncestor(w *Workload) bool { return w.BindingCgroup != "" && w.BindingCgroup != w.Cgroup }
 
 func cores(c float64) string {
 	s := strconv.FormatFloat(c, 'f', 2, 64)
@@ -356,7 +356,7 @@ func goMaxProcs(w *Workload, p Process) (Finding, bool) {
 		"still fit the quota; rounding up would let the program overrun it by %s every period.", n, cores(float64(limitCPUs(w.LimitCores))-w.LimitCores))
 	switch {
 	case onAncestor(w):
-		f.Mechanism += " The limit is set on ancestor " + w.LimitCgroup + ": Go's container awareness (1.25+) and automaxprocs read only the process's own cgroup and do not see it."
+		f.Mechanism += " The limit is set on ancestor " + w.BindingCgroup + ": Go's container awareness (1.25+) and automaxprocs read only the process's own cgroup and do not see it."
 	case g.ContainerAware:
 		f.Fix.Alternatives = append(f.Fix.Alternatives, "the binary is container-aware: remove the GOMAXPROCS environment variable (or runtime.GOMAXPROCS call) that overrides it")
 	default:
@@ -420,7 +420,7 @@ func mallocArenas(w *Workload, p Process) (Finding, bool) {
 // throttling: throttled often with no runtime cause found: the limit is below the demand
 // (steady) or below its peaks (bursty).
 func throttling(w *Workload) (Finding, bool) {
-	if w.LimitCores <= 0 || w.Windows < 2 || w.Window <= 0 {
+	if w.LimitCores <= 0 || w.Windows < 2 || w.Span <= 0 {
 		return Finding{}, false
 	}
 	share := w.throttledShare()
@@ -455,7 +455,7 @@ func throttling(w *Workload) (Finding, bool) {
 	}
 	// At least a tenth of a core more: on a saturated host the throttled time understates
 	// the demand (threads that would not have run anyway), and the limit itself is no fix.
-	need := math.Max(math.Ceil((w.UsageCores+w.ThrottledSeconds/w.Window.Seconds())*10)/10, math.Round((w.LimitCores+0.1)*10)/10)
+	need := math.Max(math.Ceil((w.UsageCores+w.ThrottledSeconds/w.Span.Seconds())*10)/10, math.Round((w.LimitCores+0.1)*10)/10)
 	f.Mechanism = fmt.Sprintf("The workload uses its whole %s limit and wants more: its threads wait out the rest of every period they exhaust.", coreAdj(w.LimitCores))
 	f.Fix.Settings["cpu_limit_cores"] = strconv.FormatFloat(need, 'f', -1, 64)
 	f.Fix.Text = fmt.Sprintf("Raise the CPU limit%s to %s: the usage plus the throttled time observed, the demand the limit cut off.", limitOwner(w), cores(need))
@@ -472,7 +472,7 @@ func period(w *Workload) float64 {
 
 func limitOwner(w *Workload) string {
 	if onAncestor(w) {
-		return " (set on " + w.LimitCgroup + ")"
+		return " (set on " + w.BindingCgroup + ")"
 	}
 	return ""
 }

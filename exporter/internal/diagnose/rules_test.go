@@ -8,8 +8,8 @@ import (
 
 // workload is a 15 s observation of one cgroup with limit cores set on the cgroup itself.
 func workload(limit float64, throttledWindows int, procs ...Process) Workload {
-	return Workload{Cgroup: "/kubepods/pod1/c1", Namespace: "shop", Pod: "cart-1", Container: "cart", LimitCores: limit, LimitCgroup: "/kubepods/pod1/c1",
-		PeriodSeconds: 0.1, HostCPUs: 16, Window: 15 * time.Second, Windows: 15, ThrottledWindows: throttledWindows, Processes: procs}
+	return Workload{Cgroup: "/kubepods/pod1/c1", Namespace: "shop", Pod: "cart-1", Container: "cart", LimitCores: limit, BindingCgroup: "/kubepods/pod1/c1",
+		PeriodSeconds: 0.1, HostCPUs: 16, Span: 15 * time.Second, Windows: 15, ThrottledWindows: throttledWindows, Processes: procs}
 }
 
 func only(t *testing.T, fs []Finding, rule string) Finding {
@@ -74,13 +74,13 @@ func TestNoLimitNoFinding(t *testing.T) {
 	w := workload(0, 0, jvmProc(24, 18, 0, 12, "parallel"),
 		Process{Name: "api", Runtime: "go", Go: &GoFacts{GOMAXPROCS: 64}},
 		Process{Name: "worker", Malloc: &MallocFacts{Allocator: "glibc", Arenas: 127, ArenaLimit: 128, HeapBytes: 2 << 30}})
-	w.LimitCgroup = ""
+	w.BindingCgroup = ""
 	none(t, Diagnose([]Workload{w}))
 }
 
 func TestLimitOnAncestor(t *testing.T) {
 	w := workload(0.3, 9, jvmProc(24, 18, 0, 12, "parallel"))
-	w.LimitCgroup = "/kubepods/pod1"
+	w.BindingCgroup = "/kubepods/pod1"
 	f := only(t, Diagnose([]Workload{w}), RuleJVMThreads)
 	if !strings.Contains(f.Mechanism, "ancestor") || !strings.Contains(f.Evidence[4].Text, "set on ancestor /kubepods/pod1") {
 		t.Errorf("ancestor limit not named: %q / %q", f.Mechanism, f.Evidence[4].Text)
@@ -117,7 +117,7 @@ func TestGoMaxProcsWithinLimitHasNoFinding(t *testing.T) {
 func TestContainerAwareGoUnderPodOnlyLimit(t *testing.T) {
 	// golang/go#81180: Go reads only its own cgroup; the 0.5-core limit is on the pod.
 	w := workload(0.5, 5, goProc(4, true))
-	w.LimitCgroup = "/kubepods/pod1"
+	w.BindingCgroup = "/kubepods/pod1"
 	f := only(t, Diagnose([]Workload{w}), RuleGoMaxProcs)
 	if !strings.Contains(f.Mechanism, "do not see it") || f.Fix.Settings["GOMAXPROCS"] != "1" {
 		t.Errorf("mechanism %q fix %+v", f.Mechanism, f.Fix)
@@ -212,8 +212,8 @@ func TestReportOrderAndExitCode(t *testing.T) {
 // on the container when the pod's cgroup is not watched.
 func TestThrottlingOncePerLimit(t *testing.T) {
 	pod, ctr := workload(1, 12), workload(1, 12)
-	pod.Cgroup, pod.LimitCgroup, pod.Pod = "/kubepods/pod1", "/kubepods/pod1", ""
-	ctr.LimitCgroup = "/kubepods/pod1"
+	pod.Cgroup, pod.BindingCgroup, pod.Pod = "/kubepods/pod1", "/kubepods/pod1", ""
+	ctr.BindingCgroup = "/kubepods/pod1"
 	for _, w := range []*Workload{&pod, &ctr} {
 		w.UsageCores, w.ThrottledSeconds = 0.98, 3
 	}
@@ -235,7 +235,7 @@ func warmingJVM(wu WarmupFacts) Process {
 func TestWarmup(t *testing.T) {
 	// Seed 001: 1-core limit, the warm-up used 0.97 cores and was throttled 1.9 s/s in 85%
 	// of its periods: demand 2.87 → a 2.9-core limit, the request stays at 1 core (steady
-	// state unseen in a live window).
+	// state unseen in a live span).
 	w := workload(1, 13, warmingJVM(WarmupFacts{AgeSeconds: 40, Cores: 0.97, ThrottledCores: 1.9, ThrottledShare: 0.85}))
 	w.HostCPUs = 16
 	f := only(t, Diagnose([]Workload{w}), RuleWarmup)

@@ -50,7 +50,7 @@ func TestJSONMatchesSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, _ := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(`{"schema_version":1,"generated_at":"2026-01-01T00:00:00Z","source":"live","window_seconds":15,"worst":"bad","findings":[]}`)))
+	bad, _ := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(`{"schema_version":2,"generated_at":"2026-01-01T00:00:00Z","source":"live","span_seconds":15,"worst":"bad","findings":[]}`)))
 	if sch.Validate(bad) == nil {
 		t.Error("schema accepted worst=bad")
 	}

@@ -19,7 +19,7 @@ var mixinJSON []byte
 
 // mixinConfig is the part of the mixin's _config that diagnose reads (same key names).
 type mixinConfig struct {
-	WarmupWindow                   model.Duration `json:"warmupWindow"`
+	WarmupPeriod                   model.Duration `json:"warmupPeriod"`
 	WarmupThrottledPeriodsRatio    float64        `json:"warmupThrottledPeriodsRatio"`
 	SystemCPUShare                 float64        `json:"systemCPUShare"`
 	SystemCPUMinCores              float64        `json:"systemCPUMinCores"`
@@ -41,6 +41,6 @@ var mixin = func() mixinConfig {
 	return c
 }()
 
-// DefaultWarmupWindow is how long after its start a process counts as warming up (JIT,
-// class loading, cache fill): the mixin's warmupWindow, and --warmup.window's default.
-var DefaultWarmupWindow = time.Duration(mixin.WarmupWindow)
+// DefaultWarmupPeriod is how long after its start a process counts as warming up (JIT,
+// class loading, cache fill): the mixin's warmupPeriod, and --warmup.period's default.
+var DefaultWarmupPeriod = time.Duration(mixin.WarmupPeriod)

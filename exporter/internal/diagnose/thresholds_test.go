@@ -21,7 +21,7 @@ func TestMixinThresholdsRendered(t *testing.T) {
 	if err != nil || !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
 		t.Errorf("mixin_thresholds.json is stale (go generate ./exporter/internal/diagnose/): have\n%s\nwant\n%s", got, want)
 	}
-	if DefaultWarmupWindow <= 0 || warmupCriticalShare <= 0 || systemShare <= 0 || arenasPerLimitCPU <= 0 {
+	if DefaultWarmupPeriod <= 0 || warmupCriticalShare <= 0 || systemShare <= 0 || arenasPerLimitCPU <= 0 {
 		t.Errorf("thresholds not read: %+v", mixin)
 	}
 }

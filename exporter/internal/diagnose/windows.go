@@ -64,7 +64,7 @@ func (w *Windows) Apply(ws []Workload) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i := range ws {
-		c := w.by[ws[i].bindingCgroup()]
+		c := w.by[ws[i].bindingOrSelf()]
 		if c == nil {
 			continue
 		}

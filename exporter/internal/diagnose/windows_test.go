@@ -13,7 +13,7 @@ func TestWindows(t *testing.T) {
 		r.Observe("/a", ratio)
 	}
 	r.Observe("/other", 1)
-	ws := []Workload{{Cgroup: "/a/c", LimitCgroup: "/a"}, {Cgroup: "/b"}}
+	ws := []Workload{{Cgroup: "/a/c", BindingCgroup: "/a"}, {Cgroup: "/b"}}
 	r.Apply(ws)
 	if w := ws[0]; w.Windows != 9 || w.ThrottledWindows != 6 {
 		t.Errorf("windows %d, throttled %d, want 9, 6", w.Windows, w.ThrottledWindows)

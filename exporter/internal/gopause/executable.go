@@ -6,6 +6,9 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/elfscan"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 )
 
 // Why a process is not probed (RefusedError.Reason); each is a value of the exporter's
@@ -54,7 +57,21 @@ type Executable struct {
 // Open opens the executable at path (give /proc/<pid>/exe: it resolves inside containers),
 // refuses setuid, setgid and file-capability binaries and anything but a regular file, and
 // finds the targets through the same descriptor.
-func Open(path string) (*Executable, error) {
+func Open(path string) (*Executable, error) { return open(path, nil) }
+
+// found is what FindIn made of one executable file, kept by its identity (Tracer.found):
+// the processes of one binary share one parse.
+type found struct {
+	targets Targets
+	err     error
+}
+
+// maxFound caps the executables whose targets a tracer keeps (each a few hundred bytes).
+const maxFound = 256
+
+// open is Open, with the outcome for each executable file kept in cache (nil: none): the
+// probes go through the descriptor whose identity (device, inode, size, times) matched.
+func open(path string, cache *execache.Cache[found]) (*Executable, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
@@ -64,16 +81,29 @@ func Open(path string) (*Executable, error) {
 		f.Close()
 		return nil, err
 	}
-	var st unix.Stat_t
-	_ = unix.Fstat(int(f.Fd()), &st)
-	parseMu.Lock()
-	ex.Targets, err = FindIn(f, st.Size)
-	parseMu.Unlock()
+	id, known := execache.IDOf(f)
+	fd, ok := cache.Get(id)
+	if !ok || !known {
+		parseMu.Lock()
+		fd.targets, fd.err = FindIn(f, id.Size)
+		parseMu.Unlock()
+		if known && (fd.err == nil || lasting(fd.err)) {
+			cache.Add(id, fd)
+		}
+	}
+	ex.Targets, err = fd.targets, fd.err
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	return ex, nil
+}
+
+// lasting tells the errors that the same file gives again: its content, not an I/O error.
+func lasting(err error) bool {
+	_, refused := Refusal(err)
+	return refused || errors.Is(err, ErrNotGo) || errors.Is(err, ErrUnsupported) ||
+		errors.Is(err, elfscan.ErrNotELF) || errors.Is(err, elfscan.ErrTooLarge)
 }
 
 // check refuses what must never be probed: a uprobe is a breakpoint in a file's code, and a

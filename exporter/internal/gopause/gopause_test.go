@@ -61,7 +61,8 @@ func TestFind(t *testing.T) {
 	}
 }
 
-// FuzzFindIn: arbitrary bytes as an executable never panic.
+// FuzzFindIn: arbitrary bytes as an executable never panic, nor make FindIn allocate more
+// than maxFindAlloc.
 func FuzzFindIn(f *testing.F) {
 	self, err := os.ReadFile("/proc/self/exe")
 	if err != nil {
@@ -70,7 +71,7 @@ func FuzzFindIn(f *testing.F) {
 	f.Add(self[:min(len(self), 4096)])
 	f.Add([]byte("\x7fELF\x02\x01\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		gopause.FindIn(bytes.NewReader(b), int64(len(b)))
+		testutil.AllocBound(t, maxFindAlloc, func() { _, _ = gopause.FindIn(bytes.NewReader(b), int64(len(b))) })
 	})
 }
 

@@ -1,18 +1,17 @@
 package gopause
 
 import (
+	"context"
 	"debug/elf"
-	"debug/gosym"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/elfcap"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/elfscan"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 )
 
@@ -48,9 +47,9 @@ type Targets struct {
 	FromPclntab bool
 }
 
-// maxTable caps a function table read from a binary: .gopclntab, or the ELF symbol table
-// (the exporter's own are 2 and 1 MiB; kubelet's 17 MiB). Tables are parsed one at a time
-// node-wide (parseMu), so this also bounds the memory all of gopause's parsing holds.
+// maxTable caps a function table walked in a binary: .gopclntab, or the ELF symbol table
+// (the exporter's own are 2 and 1 MiB; kubelet's 17 MiB). Tables are streamed, so it bounds
+// the walk's time, not its memory; they are walked one at a time node-wide (parseMu).
 const maxTable = 64 << 20
 
 // maxFunc bounds the code read of startTheWorldWithSema (about 1 KiB in Go 1.26).
@@ -61,7 +60,7 @@ const maxFunc = 64 << 10
 // thousands, and each would be a uprobe.
 const MaxRestarted = 8
 
-// parseMu: one binary's tables in memory at a time, whatever the number of new processes.
+// parseMu: one binary's tables walked at a time, whatever the number of new processes.
 var parseMu sync.Mutex
 
 // Find locates the stop- and start-the-world functions in the ELF executable at path:
@@ -77,31 +76,35 @@ func Find(path string) (Targets, error) {
 	return ex.Targets, nil
 }
 
-// FindIn is Find on an ELF image of size bytes read through r.
+// FindIn is Find on an ELF image of size bytes read through r. It reads the tables in place
+// (package elfscan and funcsInPclntab): what it allocates is bounded by constants, whatever
+// the tables claim.
 func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 	defer func() {
-		// debug/elf and debug/gosym are hardened, but this reads other people's binaries:
-		// a malformed one must cost one error, never the exporter.
+		// This reads other people's binaries: a malformed one must cost one error, never
+		// the exporter.
 		if p := recover(); p != nil {
 			err = fmt.Errorf("malformed executable: %v", p)
 		}
 	}()
+	ctx := context.Background() // one parse at a time (parseMu), its time bounded by maxTable
 	img := io.NewSectionReader(r, 0, size)
-	// debug/elf reads the header and section name tables at whatever size the file claims:
-	// elfcap checks them first, and the build info comes from goruntime's capped reader.
-	if err := elfcap.Check(img); err != nil {
-		return Targets{}, err
-	}
-	f, err := elf.NewFile(img)
+	f, err := elfscan.NewFile(img)
 	if err != nil {
 		return Targets{}, err
 	}
-	if bi, err := goruntime.ReadBuildInfo(img); err == nil {
-		t.GoVersion = bi.GoVersion
+	if f.SectionErr != nil {
+		return Targets{}, f.SectionErr
 	}
-	fns, ok := fromSymtab(f)
+	if b, err := goruntime.BuildOf(f); err == nil && b.Go {
+		t.GoVersion = b.GoVersion
+	}
+	fns, ok, err := fromSymtab(ctx, f)
+	if err != nil {
+		return Targets{}, err
+	}
 	if !ok {
-		if fns, err = fromPclntab(f); err != nil {
+		if fns, err = fromPclntab(ctx, f); err != nil {
 			return Targets{}, err
 		}
 		t.FromPclntab = true
@@ -146,43 +149,44 @@ func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 // span is a function's code: [lo, hi) virtual addresses.
 type span struct{ lo, hi uint64 }
 
-func fromSymtab(f *elf.File) (map[string]span, bool) {
-	s := f.Section(".symtab")
-	if s == nil || s.Size > maxTable || int(s.Link) >= len(f.Sections) || f.Sections[s.Link].Size > maxTable {
-		return nil, false // too large (symbols or their names): .gopclntab, which every Go binary has, is tried instead
-	}
-	syms, err := f.Symbols()
-	if err != nil {
-		return nil, false
+// fromSymtab finds the functions in the ELF symbol table, streamed (false: no table, or one
+// above maxTable, or without both functions: .gopclntab, which every Go binary has, is tried
+// instead).
+func fromSymtab(ctx context.Context, f *elfscan.File) (map[string]span, bool, error) {
+	s := f.SectionOfType(elf.SHT_SYMTAB)
+	if s == nil || s.Size > maxTable {
+		return nil, false, nil
 	}
 	fns := map[string]span{}
-	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && slices.Contains(wanted, s.Name) {
-			fns[s.Name] = span{s.Value, s.Value + s.Size}
+	err := f.Symbols(ctx, s, wanted, func(sym elfscan.Symbol) bool {
+		if _, seen := fns[sym.Name]; !seen && sym.Type() == elf.STT_FUNC {
+			fns[sym.Name] = span{sym.Value, sym.Value + sym.Size}
 		}
+		return len(fns) == len(wanted)
+	})
+	if err != nil && !errors.Is(err, elfscan.ErrNotELF) {
+		return nil, false, err
 	}
-	return fns, fns[StopSymbol].lo != 0 && fns[StartSymbol].lo != 0
+	return fns, fns[StopSymbol].lo != 0 && fns[StartSymbol].lo != 0, nil
 }
 
-// fromPclntab finds the functions in the Go function table.
-func fromPclntab(f *elf.File) (map[string]span, error) {
+// fromPclntab finds the functions in the Go function table, .gopclntab: the linker writes it
+// into every Go executable, stripped or not.
+func fromPclntab(ctx context.Context, f *elfscan.File) (map[string]span, error) {
 	text := f.Section(".text")
 	if text == nil {
 		return nil, fmt.Errorf("no .text section: %w", ErrNotGo)
 	}
-	data, err := pclntab(f)
+	s := f.Section(".gopclntab")
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, fmt.Errorf("no .gopclntab: %w", ErrNotGo)
+	}
+	if s.Size > maxTable {
+		return nil, &RefusedError{Reason: ReasonTableTooLarge, Detail: fmt.Sprintf(".gopclntab of %d bytes (cap %d)", s.Size, maxTable)}
+	}
+	fns, err := funcsInPclntab(ctx, f.Reader(), s.Offset, s.Size, text.Addr, wanted)
 	if err != nil {
 		return nil, err
-	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
-	if err != nil {
-		return nil, fmt.Errorf("gopclntab: %w", err)
-	}
-	fns := map[string]span{}
-	for _, name := range wanted {
-		if fn := tab.LookupFunc(name); fn != nil {
-			fns[name] = span{fn.Entry, fn.End}
-		}
 	}
 	if fns[StopSymbol].lo == 0 || fns[StartSymbol].lo == 0 {
 		return nil, ErrNotGo
@@ -245,26 +249,11 @@ func lastCallOrRets(calls, rets []uint64) []uint64 {
 	return rets
 }
 
-// pclntab returns the Go function table, the .gopclntab section: the linker writes it into
-// every Go executable, stripped or not.
-func pclntab(f *elf.File) ([]byte, error) {
-	s := f.Section(".gopclntab")
-	if s == nil || s.Type == elf.SHT_NOBITS {
-		return nil, fmt.Errorf("no .gopclntab: %w", ErrNotGo)
-	}
-	if s.Size > maxTable {
-		return nil, &RefusedError{Reason: ReasonTableTooLarge, Detail: fmt.Sprintf(".gopclntab of %d bytes (cap %d)", s.Size, maxTable)}
-	}
-	return s.Data()
-}
-
 // fileOffset converts a virtual address to its offset in the file through the executable
 // PT_LOAD segment that maps it: a uprobe is placed by file offset.
-func fileOffset(f *elf.File, addr uint64) (uint64, error) {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && p.Vaddr <= addr && addr < p.Vaddr+p.Filesz {
-			return addr - p.Vaddr + p.Off, nil
-		}
+func fileOffset(f *elfscan.File, addr uint64) (uint64, error) {
+	if _, off, _, ok := f.Segment(addr, elf.PF_X); ok {
+		return off, nil
 	}
 	return 0, fmt.Errorf("address %#x in no executable segment", addr)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 )
 
 // Pause is one stop-the-world pause of one process: from the entry of
@@ -38,6 +40,8 @@ type Tracer struct {
 	// probes is the number of uprobes in place, against opts.MaxProbes.
 	probes atomic.Int64
 	opts   Options
+	// found keeps what was found in each executable file, for the next process of it.
+	found *execache.Cache[found]
 }
 
 // New loads the programs and starts delivering every finished pause to handle, from one
@@ -51,7 +55,7 @@ func New(handle func(Pause), opts Options) (*Tracer, error) {
 	}
 	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; later ones ignore it.
 	_ = rlimit.RemoveMemlock()
-	t := &Tracer{done: make(chan struct{}), opts: opts}
+	t := &Tracer{done: make(chan struct{}), opts: opts, found: execache.New[found](maxFound)}
 	spec, err := loadProbes()
 	if err != nil {
 		return nil, fmt.Errorf("load BPF programs: %w", err)
@@ -190,7 +194,7 @@ func (t *Tracer) Attach(pid int, ex *Executable) (*Attachment, error) {
 // ran another binary meanwhile is detached (ReasonExecuted), as its probes would never fire.
 func (t *Tracer) AttachProcess(procfs string, pid int) (*Attachment, Targets, error) {
 	exe := fmt.Sprintf("%s/%d/exe", procfs, pid)
-	ex, err := Open(exe)
+	ex, err := open(exe, t.found)
 	if err != nil {
 		return nil, Targets{}, err
 	}

@@ -3,6 +3,8 @@ package goruntime
 import (
 	"maps"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 func TestCompute(t *testing.T) {
@@ -166,7 +168,9 @@ func FuzzParseCPUList(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, ok := ParseCPUList(s)
+		var n int
+		var ok bool
+		testutil.AllocBound(t, 16<<10, func() { n, ok = ParseCPUList(s) })
 		if n < 0 || (!ok && n != 0) {
 			t.Fatalf("ParseCPUList(%q) = %d, %v", s, n, ok)
 		}
@@ -178,8 +182,11 @@ func FuzzCompute(f *testing.F) {
 	f.Add("go1.24.0", "", "", "", false, true, int64(-1), int64(100000), 64)
 	f.Add("devel go1.26-x", "a=b,,", "=", "+3", true, true, int64(1<<44), int64(1000), 0)
 	f.Fuzz(func(t *testing.T, ver, def, env, maxprocs string, set, amp bool, quota, period int64, aff int) {
-		r := Compute(Inputs{GoVersion: ver, AutoMaxProcs: amp, DefaultGODEBUG: def, EnvGOMAXPROCS: maxprocs,
-			EnvGOMAXPROCSSet: set, EnvGODEBUG: env, CPU: CPUQuota{quota, period}, Affinity: aff})
+		var r Result
+		testutil.AllocBound(t, 16<<10, func() {
+			r = Compute(Inputs{GoVersion: ver, AutoMaxProcs: amp, DefaultGODEBUG: def, EnvGOMAXPROCS: maxprocs,
+				EnvGOMAXPROCSSet: set, EnvGODEBUG: env, CPU: CPUQuota{quota, period}, Affinity: aff})
+		})
 		if r.GOMAXPROCS < 1 || r.Source == "" {
 			t.Fatalf("Compute = %+v", r)
 		}

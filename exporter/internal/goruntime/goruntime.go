@@ -11,10 +11,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 
@@ -49,7 +49,7 @@ type Info struct {
 func Inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota) (*Info, error) {
 	status := filepath.Join(procfs, strconv.Itoa(pid), "status")
 	return inspect(ctx, procfs, pid, cpu, func() (int, error) { return readAffinity(ctx, status) },
-		func() (map[string]string, error) { return procenv.Lookup(ctx, procfs, pid, EnvKeys()...) })
+		func() (map[string]string, error) { return procenv.Lookup(ctx, procfs, pid, EnvKeys()...) }, nil)
 }
 
 // EnvKeys are the environment variables Inspect reads.
@@ -63,6 +63,9 @@ type Known struct {
 	Affinity    int
 	AffinityErr error
 	Env         func() (map[string]string, error)
+	// Builds keeps what was read of each executable's build info, shared by its processes
+	// (nil: read it each time).
+	Builds *execache.Cache[Build]
 }
 
 // InspectKnown is Inspect without reading status or environ again.
@@ -72,32 +75,24 @@ func InspectKnown(ctx context.Context, procfs string, pid int, k Known, cpu CPUQ
 			return 0, fmt.Errorf("%w: Cpus_allowed_list: %v", ErrParse, k.AffinityErr)
 		}
 		return k.Affinity, nil
-	}, k.Env)
+	}, k.Env, k.Builds)
 }
 
-func inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota, affinity func() (int, error), environ func() (map[string]string, error)) (*Info, error) {
+func inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota, affinity func() (int, error), environ func() (map[string]string, error), builds *execache.Cache[Build]) (*Info, error) {
 	dir := filepath.Join(procfs, strconv.Itoa(pid))
-	bi, err := readBuildInfo(ctx, filepath.Join(dir, "exe"))
+	bi, err := readBuild(ctx, filepath.Join(dir, "exe"), builds)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: go build info: %w", pid, classify(err))
 	}
-	if bi == nil {
+	if !bi.Go {
 		return &Info{}, nil
 	}
 	info := &Info{
-		IsGo:       true,
-		GoVersion:  bi.GoVersion,
-		MainModule: bi.Main.Path,
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "DefaultGODEBUG" {
-			info.DefaultGODEBUG = s.Value
-		}
-	}
-	for _, d := range bi.Deps {
-		if d.Path == AutoMaxProcsModule {
-			info.AutoMaxProcs = true
-		}
+		IsGo:           true,
+		GoVersion:      bi.GoVersion,
+		MainModule:     bi.MainModule,
+		DefaultGODEBUG: bi.DefaultGODEBUG,
+		AutoMaxProcs:   bi.AutoMaxProcs,
 	}
 
 	env, err := environ()
@@ -123,29 +118,36 @@ func inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota, affinity
 	return info, nil
 }
 
-// readBuildInfo returns nil, nil for an executable that is not Go. It reads the few bounded
-// structures it needs (ReadBuildInfo), never more than MaxBinarySize's worth of file, and
-// skips larger executables. Opening exe ourselves keeps open errors (permission, vanished)
-// apart from format errors.
-func readBuildInfo(ctx context.Context, exe string) (*debug.BuildInfo, error) {
-	return procread.Do(ctx, func() (*debug.BuildInfo, error) {
+// readBuild reads the build info of the executable exe (Build{} when it is not Go). It reads
+// the few bounded structures it needs (ReadBuild), never more than MaxBinarySize's worth of
+// file, and skips larger executables. Opening exe here keeps open errors (permission,
+// vanished) apart from format errors. builds (nil: none) keeps the result by the file's
+// identity.
+func readBuild(ctx context.Context, exe string, builds *execache.Cache[Build]) (Build, error) {
+	return procread.Do(ctx, func() (Build, error) {
 		f, err := os.Open(exe)
 		if err != nil {
-			return nil, err
+			return Build{}, err
 		}
 		defer f.Close()
 		if fi, err := f.Stat(); err != nil {
-			return nil, err
+			return Build{}, err
 		} else if !fi.Mode().IsRegular() {
-			return nil, nil
+			return Build{}, nil
 		} else if fi.Size() > MaxBinarySize {
-			return nil, fmt.Errorf("%w: executable of %d bytes, above the %d-byte inspection cap", ErrParse, fi.Size(), MaxBinarySize)
+			return Build{}, fmt.Errorf("%w: executable of %d bytes, above the %d-byte inspection cap", ErrParse, fi.Size(), MaxBinarySize)
 		}
-		bi, err := ReadBuildInfo(f)
-		if errors.Is(err, errNotGo) {
-			return nil, nil
+		id, known := execache.IDOf(f)
+		if known {
+			if b, ok := builds.Get(id); ok {
+				return b, nil
+			}
 		}
-		return bi, err
+		b, err := ReadBuild(f)
+		if err == nil && known {
+			builds.Add(id, b)
+		}
+		return b, err
 	})
 }
 

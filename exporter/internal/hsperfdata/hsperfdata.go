@@ -23,6 +23,18 @@ const MaxFileSize = 1 << 20
 // bounded by the file anyway, this only limits allocations on garbage.
 const maxString = 64 << 10
 
+// Caps on what a parse keeps, whatever the file holds (a 1 MiB file can hold 40 000 tiny
+// entries: kept whole, 3.4 MiB per JVM). Real files have ~150-230 entries of names of at
+// most ~60 bytes; the exporter reads ~40 of them.
+const (
+	// MaxEntries caps the entries Parse keeps (then Capped is set).
+	MaxEntries = 1024
+	// MaxWantedEntries caps the entries ParseWanted keeps.
+	MaxWantedEntries = 128
+	// MaxName caps an entry's name: entries with longer names are skipped.
+	MaxName = 128
+)
+
 const headerSize = 32
 
 // entryHeaderSize is entry_length, name_offset, vector_length (4 each), data_type, flags,
@@ -92,27 +104,42 @@ type Snapshot struct {
 	// Truncated is set when the walk stopped before NumEntries entries (a counted entry not
 	// yet written, or a short read); the entries found are still valid.
 	Truncated bool
-	layout    *layout
-	data      []byte
-	order     binary.ByteOrder
+	// Capped is set when the walk stopped at the cap on kept entries.
+	Capped bool
+	layout *layout
+	data   []byte
+	order  binary.ByteOrder
 }
+
+// Wanted tells, by its name, whether an entry is one a reader uses: ParseWanted keeps no
+// other. It must not keep name.
+type Wanted func(name []byte) bool
 
 // layout is the result of walking the entries; it is shared by snapshots of the same file as
 // long as the header says no entry was added.
 type layout struct {
 	entries []Entry
 	index   map[string]int
-	end     int // end of the last entry walked
+	end     int    // end of the last entry walked
+	wanted  Wanted // nil: every entry
 }
 
-// Parse parses a perf data file held in b. b is retained: do not modify it afterwards.
-func Parse(b []byte) (*Snapshot, error) {
+// Parse parses a perf data file held in b, keeping the layout of its first MaxEntries
+// entries (for tools and tests; readers use ParseWanted). b is retained: do not modify it
+// afterwards.
+func Parse(b []byte) (*Snapshot, error) { return ParseWanted(b, nil) }
+
+// ParseWanted parses a perf data file held in b and keeps the layout (name to offset) of
+// the entries wanted accepts, at most MaxWantedEntries (nil: every entry, at most
+// MaxEntries). What it allocates and what the layout keeps are bounded by those caps,
+// whatever the file holds. b is retained: do not modify it afterwards.
+func ParseWanted(b []byte, wanted Wanted) (*Snapshot, error) {
 	h, order, err := parseHeader(b)
 	if err != nil {
 		return nil, err
 	}
-	l, truncated := walk(b, h, order)
-	return &Snapshot{Header: h, Truncated: truncated, layout: l, data: b, order: order}, nil
+	l, truncated, capped := walk(b, h, order, wanted)
+	return &Snapshot{Header: h, Truncated: truncated, Capped: capped, layout: l, data: b, order: order}, nil
 }
 
 // Reparse parses b, a newer read of the same file, reusing the entry layout of s when the
@@ -129,9 +156,9 @@ func (s *Snapshot) Reparse(b []byte) (*Snapshot, error) {
 	if h.NumEntries == s.Header.NumEntries && h.ModTimeStamp == s.Header.ModTimeStamp &&
 		h.BigEndian == s.Header.BigEndian && h.EntryOffset == s.Header.EntryOffset &&
 		!s.Truncated && s.layout.end <= len(b) {
-		return &Snapshot{Header: h, layout: s.layout, data: b, order: order}, nil
+		return &Snapshot{Header: h, Capped: s.Capped, layout: s.layout, data: b, order: order}, nil
 	}
-	return Parse(b)
+	return ParseWanted(b, s.layout.wanted)
 }
 
 func parseHeader(b []byte) (Header, binary.ByteOrder, error) {
@@ -163,21 +190,26 @@ func parseHeader(b []byte) (Header, binary.ByteOrder, error) {
 	return h, order, nil
 }
 
-// walk collects the entries. Any inconsistency ends the walk instead of failing the parse: the
-// writer appends entries and bumps the count before or after filling them in.
-func walk(b []byte, h Header, order binary.ByteOrder) (*layout, bool) {
+// walk collects the entries wanted accepts (nil: all), up to their cap. Any inconsistency
+// ends the walk instead of failing the parse: the writer appends entries and bumps the count
+// before or after filling them in. What the file claims sizes nothing beyond the cap.
+func walk(b []byte, h Header, order binary.ByteOrder, wanted Wanted) (l *layout, truncated, capped bool) {
 	limit := len(b)
 	if h.Used >= headerSize && int64(h.Used) < int64(limit) {
 		limit = int(h.Used)
 	}
-	// Each entry takes at least a header, which bounds the allocation on garbage counts.
-	n := int(min(int64(h.NumEntries), int64(limit/entryHeaderSize)))
-	l := &layout{entries: make([]Entry, 0, n), index: make(map[string]int, n)}
+	keep := MaxEntries
+	if wanted != nil {
+		keep = MaxWantedEntries
+	}
+	// Sized for what the file claims, at most the cap: each entry takes at least a header.
+	n := int(min(int64(h.NumEntries), int64(limit/entryHeaderSize), int64(keep)))
+	l = &layout{entries: make([]Entry, 0, n), index: make(map[string]int, n), wanted: wanted}
 	off := int64(h.EntryOffset)
 	l.end = int(min(off, int64(limit)))
 	for i := uint32(0); i < h.NumEntries; i++ {
 		if off < headerSize || off+entryHeaderSize > int64(limit) {
-			return l, true
+			return l, true, false
 		}
 		e := b[off:]
 		length := int64(order.Uint32(e[0:]))
@@ -186,7 +218,7 @@ func walk(b []byte, h Header, order binary.ByteOrder) (*layout, bool) {
 		dataOff := int64(order.Uint32(e[16:]))
 		if length < entryHeaderSize || off+length > int64(limit) ||
 			nameOff < entryHeaderSize || nameOff >= length || dataOff < nameOff || dataOff > length {
-			return l, true
+			return l, true, false
 		}
 		ent := Entry{
 			Type:        e[12],
@@ -197,9 +229,8 @@ func walk(b []byte, h Header, order binary.ByteOrder) (*layout, bool) {
 		if j := bytes.IndexByte(nameBytes, 0); j >= 0 {
 			nameBytes = nameBytes[:j]
 		} else {
-			return l, true // a name without its NUL is still being written
+			return l, true, false // a name without its NUL is still being written
 		}
-		ent.Name = string(nameBytes)
 		size := int64(8)
 		switch ent.Type {
 		case 'J':
@@ -215,11 +246,15 @@ func walk(b []byte, h Header, order binary.ByteOrder) (*layout, bool) {
 			ent.VectorLength = int(min(vecLen, math.MaxInt32))
 		}
 		if dataOff+size > length {
-			return l, true
+			return l, true, false
 		}
 		ent.dataOff = int(off + dataOff)
-		if ent.Name != "" {
-			if _, dup := l.index[ent.Name]; !dup {
+		if len(nameBytes) > 0 && len(nameBytes) <= MaxName && (wanted == nil || wanted(nameBytes)) {
+			if _, dup := l.index[string(nameBytes)]; !dup {
+				if len(l.entries) == keep {
+					return l, false, true
+				}
+				ent.Name = string(nameBytes) // a copy: the layout outlives the file's bytes
 				l.index[ent.Name] = len(l.entries)
 				l.entries = append(l.entries, ent)
 			}
@@ -227,7 +262,7 @@ func walk(b []byte, h Header, order binary.ByteOrder) (*layout, bool) {
 		off += length
 		l.end = int(off)
 	}
-	return l, false
+	return l, false, false
 }
 
 // Entries lists the entries in file order.
@@ -318,5 +353,5 @@ func (s *Snapshot) WithoutData() *Snapshot {
 	if s == nil {
 		return nil
 	}
-	return &Snapshot{Header: s.Header, Truncated: s.Truncated, layout: s.layout, order: s.order}
+	return &Snapshot{Header: s.Header, Truncated: s.Truncated, Capped: s.Capped, layout: s.layout, order: s.order}
 }

@@ -271,7 +271,12 @@ func TestMutationsNeverPanic(t *testing.T) {
 }
 
 func exercise(t testing.TB, b []byte) {
-	s, err := Parse(b)
+	var s *Snapshot
+	var err error
+	testutil.AllocBound(t, maxParseAlloc, func() {
+		s, err = Parse(b)
+		_, _ = ParseWanted(b, func(name []byte) bool { return len(name)%2 == 0 })
+	})
 	if err != nil {
 		return
 	}
@@ -286,7 +291,8 @@ func exercise(t testing.TB, b []byte) {
 	s.Reparse(b)
 }
 
-// FuzzParse: seeds are 32 KiB files, and minimizing a new input of that size takes the fuzzer
+// FuzzParse: no input panics, or makes a parse allocate more than maxParseAlloc. Seeds are
+// 32 KiB files, and minimizing a new input of that size takes the fuzzer
 // minutes during which it reports 0 execs/sec; run it with a minimize budget:
 //
 //	go test ./exporter/internal/hsperfdata -run '^$' -fuzz FuzzParse -fuzzminimizetime 100x
@@ -298,6 +304,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(b[:headerSize])
 	f.Add(b[:1000])
 	f.Add(append(bytes.Clone(b[:4]), 0, 2, 0, 1))
+	f.Add(CraftedFile(40000))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		exercise(t, b)
 	})

@@ -1,10 +1,12 @@
 package jvm
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/hsperfdata"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // Collector is a normalised GC collector: what kind of pause a sun.gc.collector.N counts.
@@ -134,6 +136,49 @@ type Counters struct {
 // maxCollectors bounds the collector index scan.
 const maxCollectors = 16
 
+// perfDataNames are the entries read by name (ReadCounters, Inspector.InspectProcess).
+var perfDataNames = map[string]bool{
+	"sun.os.hrt.frequency": true, "sun.rt.createVmBeginTime": true,
+	"sun.rt.safepoints": true, "sun.rt.safepointTime": true, "sun.rt.safepointSyncTime": true,
+	"java.ci.totalTime": true, "sun.gc.metaspace.used": true, "java.threads.live": true,
+	"java.rt.vmArgs": true, "sun.rt.javaCommand": true, "java.property.java.vm.name": true,
+	"java.property.java.version": true, "sun.rt.jvmVersion": true,
+}
+
+// WantedCounter tells the perf data entries the exporter reads: those in perfDataNames, the
+// GC collectors' name, invocations and time (sun.gc.collector.N.*, N < maxCollectors) and
+// the generations' maxCapacity and their spaces' used and capacity. A parse keeps no other
+// (hsperfdata.ParseWanted).
+func WantedCounter(name []byte) bool {
+	if perfDataNames[string(name)] {
+		return true
+	}
+	if rest, ok := bytes.CutPrefix(name, []byte("sun.gc.collector.")); ok {
+		n, field, ok := bytes.Cut(rest, []byte("."))
+		i, err := strconv.Atoi(string(n))
+		return ok && err == nil && i >= 0 && i < maxCollectors && len(n) <= 2 &&
+			(string(field) == "name" || string(field) == "invocations" || string(field) == "time")
+	}
+	if rest, ok := bytes.CutPrefix(name, []byte("sun.gc.generation.")); ok {
+		return generationCounter(string(rest)) != ""
+	}
+	return false
+}
+
+// generationCounter tells what a sun.gc.generation.<rest> entry counts: "max" (a
+// generation's maxCapacity), "used" or "capacity" (a space's), "" for others.
+func generationCounter(rest string) string {
+	switch {
+	case strings.HasSuffix(rest, ".maxCapacity") && strings.Count(rest, ".") == 1:
+		return "max"
+	case strings.Contains(rest, ".space.") && strings.HasSuffix(rest, ".used"):
+		return "used"
+	case strings.Contains(rest, ".space.") && strings.HasSuffix(rest, ".capacity"):
+		return "capacity"
+	}
+	return ""
+}
+
 // ReadCounters extracts the counters from a snapshot. Missing counters stay zero.
 func ReadCounters(s *hsperfdata.Snapshot) Counters {
 	c := Counters{GC: map[Collector]GCStats{}}
@@ -160,6 +205,7 @@ func ReadCounters(s *hsperfdata.Snapshot) Counters {
 		if !ok {
 			continue
 		}
+		name = tenantstr.Keep(name)
 		c.CollectorNames = append(c.CollectorNames, name)
 		st := c.GC[NormalizeCollector(name)]
 		n, _ := s.Int(p + "invocations")
@@ -173,15 +219,13 @@ func ReadCounters(s *hsperfdata.Snapshot) Counters {
 		if !ok {
 			continue
 		}
-		switch {
-		case strings.HasSuffix(rest, ".maxCapacity") && strings.Count(rest, ".") == 1:
-			v, _ := s.Int(e.Name)
+		v, _ := s.Int(e.Name)
+		switch generationCounter(rest) {
+		case "max":
 			genMax = append(genMax, v)
-		case strings.Contains(rest, ".space.") && strings.HasSuffix(rest, ".used"):
-			v, _ := s.Int(e.Name)
+		case "used":
 			c.HeapUsedBytes += v
-		case strings.Contains(rest, ".space.") && strings.HasSuffix(rest, ".capacity"):
-			v, _ := s.Int(e.Name)
+		case "capacity":
 			c.HeapCommittedBytes += v
 		}
 	}

@@ -31,25 +31,33 @@ func (v Version) atLeast(feature, update int) bool {
 	return v.Feature > feature || v.Feature == feature && v.Update >= update
 }
 
+// maxVersion caps a java.version value (the longest real ones, "21.0.2+13-LTS-58", are short).
+const maxVersion = 64
+
 // ParseVersion parses java.version values: "17.0.15", "21", "25-ea", "11.0.13+8", "1.8.0_372".
 func ParseVersion(s string) (Version, bool) {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexAny(s, "-+ "); i >= 0 {
 		s = s[:i]
 	}
+	if len(s) > maxVersion {
+		return Version{}, false // no version; strconv's errors would copy it
+	}
 	if rest, ok := strings.CutPrefix(s, "1."); ok { // JDK 8 and older
 		major, upd, _ := strings.Cut(rest, "_")
-		f, err := strconv.Atoi(strings.SplitN(major, ".", 2)[0])
+		first, _, _ := strings.Cut(major, ".")
+		f, err := strconv.Atoi(first)
 		if err != nil || f <= 0 {
 			return Version{}, false
 		}
 		u, _ := strconv.Atoi(upd)
 		return Version{Feature: f, Update: u}, true
 	}
-	parts := strings.Split(s, ".")
 	var n [3]int
-	for i := 0; i < len(parts) && i < 3; i++ {
-		v, err := strconv.Atoi(parts[i])
+	for i, more := 0, true; i < 3 && more; i++ {
+		var part string
+		part, s, more = strings.Cut(s, ".")
+		v, err := strconv.Atoi(part)
 		if err != nil || v < 0 {
 			return Version{}, false
 		}

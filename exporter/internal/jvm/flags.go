@@ -8,6 +8,7 @@
 package jvm
 
 import (
+	"iter"
 	"strconv"
 	"strings"
 )
@@ -84,14 +85,14 @@ func (f Flags) PerfDataDisabled() bool {
 // flags parsed here (none takes a value with spaces).
 func ParseVMArgs(s string) Flags {
 	f := NoFlags()
-	f.Apply(strings.Fields(s))
+	f.Apply(strings.FieldsSeq(s))
 	return f
 }
 
 // Apply parses args in order on top of f; a later occurrence wins, as in HotSpot.
 // Unknown arguments are ignored. @argfiles and -XX:Flags= files are not followed.
-func (f *Flags) Apply(args []string) {
-	for _, a := range args {
+func (f *Flags) Apply(args iter.Seq[string]) {
+	for a := range args {
 		switch {
 		case strings.HasPrefix(a, "-Xmx"):
 			if n, ok := parseSize(a[4:]); ok {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // ErrNotJVM is returned by Inspect for a process that is not a HotSpot JVM.
@@ -88,6 +90,56 @@ type cached struct {
 	threads   ThreadCounts
 	threadsN  int
 	threadsAt time.Time
+	// missed is why the last look found no usable perf data, missedAt when: the next look is
+	// due missWait later (see remember).
+	missed   *UnavailableError
+	missedAt time.Time
+	missWait time.Duration
+}
+
+// A JVM without usable perf data cost a listing of its /tmp (up to procroot.MaxDirEntries
+// lookups) and a read of its /etc/passwd at every scrape. The miss is remembered per process
+// and looked at again after missRetryMin, then twice as long each time up to missRetryMax: a
+// JVM that is starting (its file appears within a second or two) is found at the first
+// scrape after missRetryMin, one that never has a file costs a look every few minutes.
+const (
+	missRetryMin = 5 * time.Second
+	missRetryMax = 5 * time.Minute
+)
+
+// remember records a look that found no usable perf data.
+func (c *cached) remember(ue *UnavailableError) {
+	c.missWait = min(max(2*c.missWait, missRetryMin), missRetryMax)
+	if ue.Reason == ReasonNotReady {
+		c.missWait = missRetryMin // the VM is initialising its counters: soon
+	}
+	c.missed, c.missedAt = ue, time.Now()
+}
+
+// parsePerfData parses a perf data file's bytes b (reusing the layout of last, the file's
+// previous parse) and checks that it is ready and the process's own; the refusals are
+// *UnavailableError. Only the entries the exporter reads are kept (WantedCounter).
+func (in *Inspector) parsePerfData(last *hsperfdata.Snapshot, b []byte, p Process) (*hsperfdata.Snapshot, error) {
+	if len(b) == 0 {
+		return nil, &UnavailableError{Reason: ReasonEmpty, Err: errEmptyFile}
+	}
+	var snap *hsperfdata.Snapshot
+	var err error
+	if last != nil {
+		snap, err = last.Reparse(b)
+	} else {
+		snap, err = hsperfdata.ParseWanted(b, WantedCounter)
+	}
+	switch {
+	case err != nil:
+		return nil, &UnavailableError{Reason: ReasonInvalid, Err: err}
+	case !snap.Header.Accessible:
+		return nil, &UnavailableError{Reason: ReasonNotReady}
+	}
+	if r, why := in.owner(snap, p); r != "" {
+		return nil, &UnavailableError{Reason: r, Err: why}
+	}
+	return snap, nil
 }
 
 // threadRecount bounds how stale cached thread kinds may get while the count is unchanged
@@ -192,34 +244,27 @@ func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU
 	}
 	in.mu.Unlock()
 
-	// Perf data first: it carries flags from JAVA_TOOL_OPTIONS that the cmdline lacks.
-	name, b, err := readPerfData(ctx, procfs, pid, st, c.perfName)
-	if err == nil {
-		var snap *hsperfdata.Snapshot
-		if len(b) == 0 {
-			err = &UnavailableError{Reason: ReasonEmpty, Err: errEmptyFile}
-		} else {
-			snap, err = c.snap.Reparse(b)
-			if err != nil {
-				err = &UnavailableError{Reason: ReasonInvalid, Err: err}
-			} else if !snap.Header.Accessible {
-				err = &UnavailableError{Reason: ReasonNotReady}
-			}
-		}
-		if err == nil {
-			if r, why := in.owner(snap, p); r != "" {
-				err = &UnavailableError{Reason: r, Err: why}
-			}
-		}
-		if err == nil {
-			info.PerfData = snap
-			c.snap = snap.WithoutData() // the layout serves the next Reparse; values are not kept
-			c.perfName = name
-		}
-	}
+	// Perf data first: it carries flags from JAVA_TOOL_OPTIONS that the cmdline lacks. A miss
+	// is remembered (missed): until its retry is due, nothing is looked up in the process's
+	// root again.
 	var ue *UnavailableError
-	if err != nil && !errors.As(err, &ue) {
-		return nil, err // the process vanished or procread timed out
+	remembered := c.missed != nil && time.Since(c.missedAt) < c.missWait
+	if remembered {
+		ue = c.missed
+	} else {
+		name, b, err := readPerfData(ctx, procfs, pid, st, c.perfName)
+		if err == nil {
+			var snap *hsperfdata.Snapshot
+			snap, err = in.parsePerfData(c.snap, b, p)
+			if err == nil {
+				info.PerfData = snap
+				c.snap = snap.WithoutData() // the layout serves the next Reparse; values are not kept
+				c.perfName = name
+			}
+		}
+		if err != nil && !errors.As(err, &ue) {
+			return nil, err // the process vanished or procread timed out
+		}
 	}
 
 	if info.PerfData != nil && !c.fromPerf {
@@ -228,8 +273,9 @@ func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU
 		args, _ := s.String("java.rt.vmArgs")
 		c.flags = ParseVMArgs(args)
 		cmd, _ := s.String("sun.rt.javaCommand")
-		c.main = MainFromJavaCommand(cmd)
-		c.vmName, _ = s.String("java.property.java.vm.name")
+		c.main = tenantstr.Keep(MainFromJavaCommand(cmd))
+		vm, _ := s.String("java.property.java.vm.name")
+		c.vmName = tenantstr.Keep(vm)
 		if v, ok := s.String("java.property.java.version"); ok {
 			c.version, _ = ParseVersion(v)
 		}
@@ -239,8 +285,22 @@ func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU
 			}
 		}
 	} else if info.PerfData == nil && !c.fromPerf && c.flags == (Flags{}) {
-		c.flags, c.main = flagsFromProc(ctx, procfs, pid)
+		var main string
+		c.flags, main = flagsFromProc(ctx, procfs, pid)
+		c.main = tenantstr.Keep(main)
 		c.version = versionFromRelease(ctx, procfs, pid, exe)
+	}
+	if ue != nil && !remembered {
+		if ue.Reason == ReasonNotFound {
+			if c.flags.PerfDataDisabled() {
+				ue.Reason = ReasonDisabled
+			} else if has, ok := hasPasswdEntry(ctx, procfs, pid, st.UID); ok && !has {
+				ue.Reason = ReasonNoUser
+			}
+		}
+		c.remember(ue)
+	} else if ue == nil {
+		c.missed, c.missWait = nil, 0
 	}
 	in.mu.Lock()
 	if in.cache == nil {
@@ -250,16 +310,7 @@ func (in *Inspector) InspectProcess(ctx context.Context, p Process, cg CgroupCPU
 	in.mu.Unlock()
 
 	info.Main, info.Flags, info.Version, info.VMName = c.main, c.flags, c.version, c.vmName
-	if ue != nil {
-		if ue.Reason == ReasonNotFound {
-			if info.Flags.PerfDataDisabled() {
-				ue.Reason = ReasonDisabled
-			} else if has, ok := hasPasswdEntry(ctx, procfs, pid, st.UID); ok && !has {
-				ue.Reason = ReasonNoUser
-			}
-		}
-		info.Unavailable = ue
-	}
+	info.Unavailable = ue
 	if info.PerfData != nil {
 		cn := ReadCounters(info.PerfData)
 		info.Counters = &cn
@@ -350,24 +401,29 @@ func readStartTicks(ctx context.Context, procfs string, pid int) (uint64, error)
 
 const maxCmdline = 256 << 10
 
+// maxArgs caps the arguments of a command line that are split apart: the JVM options and the
+// main class come first, and a hostile command line of 256 KiB of empty arguments would
+// otherwise cost a string header each (4 MiB).
+const maxArgs = 1024
+
 // flagsFromProc parses flags from the environment variables the JVM reads and the cmdline, in
 // HotSpot's order (JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS, command line, _JAVA_OPTIONS), when
 // there is no perf data. Unreadable environ (no ptrace access) is skipped.
 func flagsFromProc(ctx context.Context, procfs string, pid int) (Flags, string) {
 	f := NoFlags()
 	env, _ := procenv.Lookup(ctx, procfs, pid, "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
-	f.Apply(strings.Fields(env["JAVA_TOOL_OPTIONS"]))
-	f.Apply(strings.Fields(env["JDK_JAVA_OPTIONS"]))
+	f.Apply(strings.FieldsSeq(env["JAVA_TOOL_OPTIONS"]))
+	f.Apply(strings.FieldsSeq(env["JDK_JAVA_OPTIONS"]))
 	var main string
 	if b, err := procread.ReadFile(ctx, filepath.Join(procfs, strconv.Itoa(pid), "cmdline"), maxCmdline); err == nil {
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		argv := strings.SplitN(strings.TrimRight(string(b), "\x00"), "\x00", maxArgs)
 		if len(argv) > 1 {
 			var opts []string
 			opts, main = ParseCmdline(argv[1:])
-			f.Apply(opts)
+			f.Apply(slices.Values(opts))
 		}
 	}
-	f.Apply(strings.Fields(env["_JAVA_OPTIONS"]))
+	f.Apply(strings.FieldsSeq(env["_JAVA_OPTIONS"]))
 	return f, main
 }
 
@@ -416,11 +472,12 @@ const (
 )
 
 // owner checks that snap's VM started with process p; it returns "" or the reason (stale,
-// foreign) and why. A file without the counter is accepted: nothing to tell it by.
+// foreign, no_start_time) and why. A file without the counter is refused: its owner cannot
+// be told (every HotSpot since JDK 1.4 writes it; a file without it is made up).
 func (in *Inspector) owner(snap *hsperfdata.Snapshot, p Process) (Reason, error) {
 	ms, ok := snap.Int("sun.rt.createVmBeginTime")
 	if !ok || ms <= 0 {
-		return "", nil
+		return ReasonNoStartTime, errNoStartTime
 	}
 	procStart := p.StartTime
 	if procStart <= 0 {

@@ -24,15 +24,16 @@ type Reason string
 
 // Reasons for absent perf data.
 const (
-	ReasonDisabled   Reason = "disabled"        // -XX:-UsePerfData or -XX:+PerfDisableSharedMem
-	ReasonNoUser     Reason = "no_passwd_entry" // the JVM's uid has no passwd entry (random uids)
-	ReasonNotFound   Reason = "not_found"       // not created yet, or /tmp not reachable
-	ReasonNotReady   Reason = "not_ready"       // file exists, VM still initialising
-	ReasonUnreadable Reason = "unreadable"      // permission denied
-	ReasonStale      Reason = "stale"           // its VM began before the process: an earlier process's (same pid) or a copy
-	ReasonForeign    Reason = "foreign"         // its VM began long after the process started: another process's
-	ReasonInvalid    Reason = "invalid"         // not a perf data file
-	ReasonEmpty      Reason = "empty"           // the JVM gave up on its file (see errEmptyFile)
+	ReasonDisabled    Reason = "disabled"        // -XX:-UsePerfData or -XX:+PerfDisableSharedMem
+	ReasonNoUser      Reason = "no_passwd_entry" // the JVM's uid has no passwd entry (random uids)
+	ReasonNotFound    Reason = "not_found"       // not created yet, or /tmp not reachable
+	ReasonNotReady    Reason = "not_ready"       // file exists, VM still initialising
+	ReasonUnreadable  Reason = "unreadable"      // permission denied
+	ReasonStale       Reason = "stale"           // its VM began before the process: an earlier process's (same pid) or a copy
+	ReasonForeign     Reason = "foreign"         // its VM began long after the process started: another process's
+	ReasonNoStartTime Reason = "no_start_time"   // no VM start time in the file: whose it is cannot be told
+	ReasonInvalid     Reason = "invalid"         // not a perf data file
+	ReasonEmpty       Reason = "empty"           // the JVM gave up on its file (see errEmptyFile)
 )
 
 // errEmptyFile explains ReasonEmpty. HotSpot creates its file empty, locks it (flock) and only
@@ -43,6 +44,9 @@ const (
 // sharing an emptyDir at /tmp, can lose their perf data this way.
 var errEmptyFile = errors.New("the file is empty: the JVM is creating it, or gave up on it and keeps its perf data in private memory until it restarts " +
 	"(another JVM starting at the same moment in a shared /tmp held the file's lock, JDK-8286030)")
+
+// errNoStartTime explains ReasonNoStartTime.
+var errNoStartTime = errors.New("the file has no VM start time (sun.rt.createVmBeginTime), so whose it is cannot be told; every HotSpot JVM writes one")
 
 // UnavailableError reports absent perf data with its reason; Err is the underlying error, if any
 // (errors.Is(err, os.ErrPermission) works through it).
@@ -59,6 +63,12 @@ func (e *UnavailableError) Error() string {
 }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Mismatch reports a file refused because it is not the process's own: its VM start time
+// does not match the process's start (stale, foreign), or it has none (no_start_time).
+func (e *UnavailableError) Mismatch() bool {
+	return e.Reason == ReasonStale || e.Reason == ReasonForeign || e.Reason == ReasonNoStartTime
+}
 
 // maxPasswd caps /etc/passwd reads (10 000 users take about 700 KiB); a larger file is not
 // read, and the passwd check then tells nothing.
@@ -192,8 +202,10 @@ func hasPasswdEntry(ctx context.Context, procfs string, pid, uid int) (has, ok b
 func passwdHasUID(b []byte, uid int) bool {
 	want := strconv.Itoa(uid)
 	for line := range kernel.Lines(b) {
-		f := bytes.SplitN(line, []byte{':'}, 4)
-		if len(f) >= 3 && string(f[2]) == want {
+		_, rest, ok := bytes.Cut(line, []byte{':'})  // name
+		_, rest, ok2 := bytes.Cut(rest, []byte{':'}) // password
+		id, _, _ := bytes.Cut(rest, []byte{':'})
+		if ok && ok2 && string(id) == want {
 			return true
 		}
 	}

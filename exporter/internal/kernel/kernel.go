@@ -41,14 +41,14 @@ func CountCPUList(s string) (int, error) {
 	n := 0
 	for part := range strings.SplitSeq(s, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.ParseUint(lo, 10, 31)
+		a, err := cpuNumber(lo)
 		if err != nil {
-			return 0, fmt.Errorf("%w: %q", ErrCPUList, part)
+			return 0, cpuListError(part)
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.ParseUint(hi, 10, 31); err != nil || b < a {
-				return 0, fmt.Errorf("%w: %q", ErrCPUList, part)
+			if b, err = cpuNumber(hi); err != nil || b < a {
+				return 0, cpuListError(part)
 			}
 		}
 		for c := a; c <= b && c < 1024; c++ {
@@ -65,6 +65,20 @@ func CountCPUList(s string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// cpuNumber parses a CPU number; longer strings are refused before strconv, whose errors
+// hold a copy of their input.
+func cpuNumber(s string) (uint64, error) {
+	if len(s) > 10 {
+		return 0, ErrCPUList
+	}
+	return strconv.ParseUint(s, 10, 31)
+}
+
+// cpuListError names the malformed part of a list, at most its first 32 bytes.
+func cpuListError(part string) error {
+	return fmt.Errorf("%w: %q", ErrCPUList, part[:min(len(part), 32)])
 }
 
 // Vanished makes the errors of a process that went away match os.ErrNotExist: reads of

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 func TestCountCPUList(t *testing.T) {
@@ -31,7 +33,9 @@ func FuzzCountCPUList(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := CountCPUList(s)
+		var n int
+		var err error
+		testutil.AllocBound(t, 16<<10, func() { n, err = CountCPUList(s) })
 		if n < 0 || n > maxCPUs || (err != nil && n != 0) {
 			t.Fatalf("CountCPUList(%q) = %d, %v", s, n, err)
 		}

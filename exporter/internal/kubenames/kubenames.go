@@ -7,8 +7,12 @@
 //	<podlogs>/containers/<pod>_<namespace>_<container>-<container id>.log  (symlinks into pods/)
 //
 // Namespaces, pod and container names are DNS labels/subdomains, which cannot contain '_', so
-// the names split unambiguously. The resolver only lists directories: it never opens a log
-// file and never follows a symlink. A refresh costs one readdir of pods/ and one of containers/.
+// the names split unambiguously. The kubelet cuts a containers/ name at 251 characters before
+// ".log" (kuberuntime logSymlink: ext4's 255), which can cut the container id: such a link's
+// target (pods/<namespace>_<pod>_<uid>/<container>/<n>.log) names the container, and the id
+// left in the name is a prefix of the real one. The resolver lists directories and reads
+// those cut links' targets (readlink): it never opens a log file and never follows a symlink.
+// A refresh costs one readdir of pods/ and one of containers/, and a readlink per cut link.
 package kubenames
 
 import (
@@ -62,6 +66,7 @@ type Resolver struct {
 	mu         sync.Mutex
 	pods       map[string]Pod       // pod UID (dashed, lower case) -> names
 	containers map[string]Container // container id (bare hex) -> names
+	cut        map[string][]cutLink // pod UID -> its containers whose link name the kubelet cut
 	last       time.Time            // last refresh attempt
 	stats      Stats
 }
@@ -101,20 +106,47 @@ func (r *Resolver) Pod(uid string) (Pod, bool) {
 }
 
 // Container names the container with this id, bare (64 hex) or runtime-prefixed
-// (containerd://, cri-o://, docker://, as the exporter's container_id label).
-func (r *Resolver) Container(id string) (Container, bool) {
+// (containerd://, cri-o://, docker://, as the exporter's container_id label), in the pod
+// with this UID ("" if unknown): a link whose name the kubelet cut names the container when
+// it belongs to that pod, what is left of its id is a prefix of id, and every such link of
+// the pod that matches names the same container.
+func (r *Resolver) Container(id, podUID string) (Container, bool) {
 	id = NormalizeContainerID(id)
 	if id == "" {
 		return Container{}, false
 	}
+	podUID = NormalizeUID(podUID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refreshLocked(false)
-	c, ok := r.containers[id]
+	c, ok := r.container(id, podUID)
 	if !ok && r.refreshLocked(true) {
-		c, ok = r.containers[id]
+		c, ok = r.container(id, podUID)
 	}
 	return c, ok
+}
+
+func (r *Resolver) container(id, podUID string) (Container, bool) {
+	if c, ok := r.containers[id]; ok {
+		return c, true
+	}
+	var found Container
+	n := 0
+	for _, l := range r.cut[podUID] {
+		if strings.HasPrefix(id, l.idPrefix) {
+			if n > 0 && l.c != found {
+				return Container{}, false // the cut ids do not tell these containers apart
+			}
+			found, n = l.c, n+1
+		}
+	}
+	return found, n > 0
+}
+
+// cutLink is a containers/ link whose name the kubelet cut.
+type cutLink struct {
+	idPrefix string // what the cut left of the container id (lower case; may be empty)
+	c        Container
 }
 
 // Refresh re-reads both directories now.
@@ -158,19 +190,36 @@ func (r *Resolver) refresh() {
 		return ok
 	}, func() int { return len(pods) })
 	containers := map[string]Container{}
-	cerr := r.list(filepath.Join(r.root, "containers"), func(name string) bool {
+	cut := map[string][]cutLink{}
+	ncut := 0
+	cdir := filepath.Join(r.root, "containers")
+	cerr := r.list(cdir, func(name string) bool {
 		id, c, ok := ParseContainerLog(name)
 		if ok {
 			containers[id] = c
+			return true
+		}
+		if len(name) != MaxLinkName {
+			return false
+		}
+		// os.Readlink reads the link itself: nothing is followed.
+		target, err := os.Readlink(filepath.Join(cdir, name))
+		if err != nil {
+			return false
+		}
+		uid, prefix, c, ok := ParseCutLink(name, target)
+		if ok {
+			cut[uid] = append(cut[uid], cutLink{idPrefix: prefix, c: c})
+			ncut++
 		}
 		return ok
-	}, func() int { return len(containers) })
+	}, func() int { return len(containers) + ncut })
 	// A directory that cannot be read keeps the previous map: names do not flap on a transient error.
 	if perr == nil {
 		r.pods = pods
 	}
 	if cerr == nil {
-		r.containers = containers
+		r.containers, r.cut = containers, cut
 	}
 	r.stats.Refreshes++
 }
@@ -244,6 +293,40 @@ func ParseContainerLog(name string) (id string, c Container, ok bool) {
 	return strings.ToLower(cid), Container{Namespace: parts[1], Pod: parts[0], Name: cname}, true
 }
 
+// MaxLinkName is the length of a containers/ name the kubelet cut: 251 characters and ".log".
+const MaxLinkName = 255
+
+// ParseCutLink names the container of a containers/ link whose name the kubelet cut, from
+// its target (<podlogs>/pods/<namespace>_<pod>_<uid>/<container>/<n>.log): it returns the
+// pod UID and what the cut left of the container id. The name must be what the kubelet
+// writes for those names, cut.
+func ParseCutLink(name, target string) (uid, idPrefix string, c Container, ok bool) {
+	base, found := strings.CutSuffix(name, ".log")
+	parts := strings.Split(target, "/")
+	if !found || len(parts) < 4 || parts[len(parts)-4] != "pods" {
+		return "", "", Container{}, false
+	}
+	podDir, ctr, file := parts[len(parts)-3], parts[len(parts)-2], parts[len(parts)-1]
+	uid, pod, ok := ParsePodDir(podDir)
+	n, isLog := strings.CutSuffix(file, ".log")
+	if !ok || !isDNSLabel(ctr) || !isLog || n == "" || strings.Trim(n, "0123456789") != "" {
+		return "", "", Container{}, false
+	}
+	full := pod.Name + "_" + pod.Namespace + "_" + ctr + "-"
+	var prefix string
+	switch {
+	case len(base) >= len(full) && strings.HasPrefix(base, full):
+		prefix = strings.ToLower(base[len(full):])
+	case len(base) < len(full) && strings.HasPrefix(full, base):
+	default:
+		return "", "", Container{}, false
+	}
+	if len(prefix) >= 64 || strings.IndexFunc(prefix, func(c rune) bool { return c > 0x7f || !isHex(byte(c)) }) >= 0 {
+		return "", "", Container{}, false
+	}
+	return uid, prefix, Container{Namespace: pod.Namespace, Pod: pod.Name, Name: ctr}, true
+}
+
 // NormalizeUID turns a pod UID into the dashed lower-case form ("" when it is not one).
 func NormalizeUID(uid string) string {
 	uid = strings.ToLower(strings.ReplaceAll(uid, "_", "-"))
@@ -299,25 +382,32 @@ func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' ||
 
 // isDNSLabel: RFC 1123 label (namespaces, container names).
 func isDNSLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+	return len(s) <= 63 && isDNSPart(s)
+}
+
+// isDNSSubdomain: a Kubernetes DNS-1123 subdomain (pod names): at most 253 characters,
+// dot-separated parts that are labels but for their length, which Kubernetes does not bound
+// (apimachinery's IsDNS1123Subdomain): a pod name of 200 characters without a dot is valid.
+func isDNSSubdomain(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+	for _, l := range strings.Split(s, ".") {
+		if !isDNSPart(l) {
 			return false
 		}
 	}
 	return true
 }
 
-// isDNSSubdomain: RFC 1123 subdomain (pod names).
-func isDNSSubdomain(s string) bool {
-	if len(s) == 0 || len(s) > 253 {
+// isDNSPart: lower-case letters, digits and '-', not at either end.
+func isDNSPart(s string) bool {
+	if len(s) == 0 || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}
-	for _, l := range strings.Split(s, ".") {
-		if !isDNSLabel(l) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
 			return false
 		}
 	}

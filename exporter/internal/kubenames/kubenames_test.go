@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 const fixture = "testdata/node/var/log" // a node's /var/log as the kubelet writes it
@@ -37,7 +40,7 @@ func TestResolveFixture(t *testing.T) {
 		{"c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00", Container{"kube-system", "kube-proxy-7xk2p", "kube-proxy"}},
 		{"docker://2222222222222222222222222222222222222222222222222222222222222222", Container{"monitoring", "prometheus-k8s-0", "prometheus"}},
 	} {
-		got, ok := r.Container(tc.id)
+		got, ok := r.Container(tc.id, "")
 		if !ok || got != tc.want {
 			t.Errorf("Container(%s) = %+v, %v; want %+v", tc.id, got, ok, tc.want)
 		}
@@ -47,7 +50,7 @@ func TestResolveFixture(t *testing.T) {
 			t.Errorf("Pod(%q) = %+v, want a miss", miss, p)
 		}
 	}
-	if c, ok := r.Container("containerd://" + fmt.Sprintf("%064d", 0)); ok {
+	if c, ok := r.Container("containerd://"+fmt.Sprintf("%064d", 0), ""); ok {
 		t.Errorf("unknown container resolved to %+v", c)
 	}
 	s := r.Stats()
@@ -130,7 +133,7 @@ func TestNeverOpensEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan Container)
-	go func() { c, _ := New(dir, Options{}).Container(id); done <- c }()
+	go func() { c, _ := New(dir, Options{}).Container(id, ""); done <- c }()
 	select {
 	case c := <-done:
 		if c != (Container{"ns", "p", "c"}) {
@@ -179,12 +182,22 @@ func TestParseNames(t *testing.T) {
 	}
 }
 
+// nameMax is NAME_MAX: the parsers read directory entries' names, and allocate a few small
+// strings of them.
+const nameMax = 255
+
 func FuzzParsePodDir(f *testing.F) {
 	for _, s := range []string{"shop_checkout-7d9f8b6c5-x2kqp_6f1c2a9e-8b4d-4c1e-9a2b-5d6e7f8a9b0c", "kube-system_etcd-node-1_8a3f5e2b9c1d4f6a7b8c9d0e1f2a3b4c", "a_b", "___"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		uid, p, ok := ParsePodDir(s)
+		if len(s) > nameMax {
+			return // a directory entry's name
+		}
+		var uid string
+		var p Pod
+		var ok bool
+		testutil.AllocBound(t, 16<<10, func() { uid, p, ok = ParsePodDir(s) })
 		if ok && (NormalizeUID(uid) != uid || p.Namespace == "" || p.Name == "") {
 			t.Errorf("ParsePodDir(%q) = %q %+v", s, uid, p)
 		}
@@ -196,9 +209,139 @@ func FuzzParseContainerLog(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		id, c, ok := ParseContainerLog(s)
+		if len(s) > nameMax {
+			return // a directory entry's name
+		}
+		var id string
+		var c Container
+		var ok bool
+		testutil.AllocBound(t, 16<<10, func() { id, c, ok = ParseContainerLog(s) })
 		if ok && (NormalizeContainerID(id) != id || c.Namespace == "" || c.Pod == "" || c.Name == "") {
 			t.Errorf("ParseContainerLog(%q) = %q %+v", s, id, c)
+		}
+	})
+}
+
+// kubeletLink writes what the kubelet writes for one container: pods/<ns>_<pod>_<uid>/<ctr>/
+// and the containers/ link, its name cut at 251 characters before ".log" as kuberuntime's
+// logSymlink cuts it, pointing at the host's /var/log/pods path. It returns the link's name.
+func kubeletLink(t *testing.T, dir, ns, pod, uid, ctr, id string) string {
+	t.Helper()
+	podDir := ns + "_" + pod + "_" + uid
+	if err := os.MkdirAll(filepath.Join(dir, "pods", podDir, ctr), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "containers"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%s_%s_%s-%s", pod, ns, ctr, id)
+	if len(name) > 251 {
+		name = name[:251]
+	}
+	name += ".log"
+	if err := os.Symlink("/var/log/pods/"+podDir+"/"+ctr+"/0.log", filepath.Join(dir, "containers", name)); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// TestCutLinks: pods whose names make the kubelet cut the link name, inside the container id
+// or before it, are named from the link's target; the cut id must be a prefix of the id
+// asked for, in the pod asked for, and name one container.
+func TestCutLinks(t *testing.T) {
+	dir := t.TempDir()
+	const (
+		uid  = "6f1c2a9e-8b4d-4c1e-9a2b-5d6e7f8a9b0c"
+		uid2 = "11111111-2222-4333-8444-555555555555"
+	)
+	longPod := strings.Repeat("p", 200) // valid (no label limit in a pod name); namespace, pod and uid fit a pods/ name
+	idA, idB, idC := strings.Repeat("a", 60)+"0001", strings.Repeat("b", 64), strings.Repeat("c", 64)
+	if n := kubeletLink(t, dir, "team", longPod, uid, "app", idA); !strings.HasSuffix(n, "-"+idA[:len(n)-4-len(longPod+"_team_app-")]+".log") || len(n) != MaxLinkName {
+		t.Fatalf("link %q is not cut inside the id", n)
+	}
+	// A long container name: nothing of the id is left; two of them in one pod cannot be told apart.
+	sidecar, other := strings.Repeat("s", 63), strings.Repeat("o", 63)
+	kubeletLink(t, dir, "team", longPod, uid2, sidecar, idB)
+	kubeletLink(t, dir, "team", longPod, uid2, other, idC)
+	r := New(dir, Options{})
+	for _, tc := range []struct {
+		id, uid string
+		want    Container
+		ok      bool
+	}{
+		{"containerd://" + idA, uid, Container{"team", longPod, "app"}, true},
+		{"containerd://" + idA, "", Container{}, false},                                                // pod unknown
+		{"containerd://" + idA, uid2, Container{}, false},                                              // another pod
+		{"containerd://" + strings.Repeat("a", 10) + strings.Repeat("b", 54), uid, Container{}, false}, // not the cut id's container
+		{"containerd://" + idB, uid2, Container{}, false},                                              // two containers' links match
+		{"containerd://" + strings.Repeat("d", 64), uid, Container{}, false},                           // no prefix match
+	} {
+		if got, ok := r.Container(tc.id, tc.uid); got != tc.want || ok != tc.ok {
+			t.Errorf("Container(%s, %s) = %+v %v, want %+v %v", tc.id[:20], tc.uid, got, ok, tc.want, tc.ok)
+		}
+	}
+	// The other container is gone: the one link left of the pod, cut before the id, names
+	// every container id of the pod (a restart gets a new id, and the same link name).
+	for _, n := range mustReadDir(t, filepath.Join(dir, "containers")) {
+		if strings.Contains(n, "_team_"+other[:20]) {
+			os.Remove(filepath.Join(dir, "containers", n))
+		}
+	}
+	r.Refresh()
+	for _, id := range []string{idB, strings.Repeat("e", 64)} {
+		if got, ok := r.Container(id, uid2); !ok || got != (Container{"team", longPod, sidecar}) {
+			t.Errorf("sidecar %s…: %+v %v", id[:8], got, ok)
+		}
+	}
+	if s := r.Stats(); s.Malformed != 0 {
+		t.Errorf("cut links counted as malformed: %+v", s)
+	}
+}
+
+func mustReadDir(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func TestParseCutLink(t *testing.T) {
+	pod := strings.Repeat("p", 200)
+	name := (pod + "_ns_c-" + strings.Repeat("f", 64))[:251] + ".log"
+	for _, tc := range []struct {
+		name, target string
+		ok           bool
+	}{
+		{name, "/var/log/pods/ns_" + pod + "_" + fmt.Sprintf("%032x", 1) + "/c/0.log", true},
+		{name, "/var/log/pods/ns_" + pod + "_" + fmt.Sprintf("%032x", 1) + "/c/12.log", true},
+		{name, "/var/log/pods/ns_" + pod + "_" + fmt.Sprintf("%032x", 1) + "/d/0.log", false},      // another container's name
+		{name, "/var/log/pods/other_" + pod + "_" + fmt.Sprintf("%032x", 1) + "/c/0.log", false},   // another namespace
+		{name, "/var/log/elsewhere/ns_" + pod + "_" + fmt.Sprintf("%032x", 1) + "/c/0.log", false}, // not pods/
+		{name, "/var/log/pods/ns_" + pod + "_" + fmt.Sprintf("%032x", 1) + "/c/x.log", false},
+		{name, "0.log", false},
+		{strings.Repeat("x", 251) + ".log", "/var/log/pods/ns_" + pod + "_" + fmt.Sprintf("%032x", 1) + "/c/0.log", false},
+	} {
+		if _, _, _, ok := ParseCutLink(tc.name, tc.target); ok != tc.ok {
+			t.Errorf("ParseCutLink(…, %q) ok = %v, want %v", tc.target[max(0, len(tc.target)-40):], ok, tc.ok)
+		}
+	}
+}
+
+func FuzzParseCutLink(f *testing.F) {
+	pod := strings.Repeat("p", 200)
+	f.Add((pod + "_ns_c-" + strings.Repeat("f", 64))[:251]+".log", "/var/log/pods/ns_"+pod+"_"+fmt.Sprintf("%032x", 1)+"/c/0.log")
+	f.Add("a_b_c-.log", "pods/b_a_00000000000000000000000000000001/c/0.log")
+	f.Fuzz(func(t *testing.T, name, target string) {
+		uid, prefix, c, ok := ParseCutLink(name, target)
+		if ok && (NormalizeUID(uid) != uid || len(prefix) >= 64 || c.Namespace == "" || c.Pod == "" || c.Name == "") {
+			t.Errorf("ParseCutLink(%q, %q) = %q %q %+v", name, target, uid, prefix, c)
 		}
 	})
 }

@@ -3,24 +3,27 @@ package malloc
 import (
 	"context"
 	"debug/elf"
+	"errors"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/elfcap"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/elfscan"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 const maxTasks = 4096 // threads whose names are checked for jemalloc's background threads
 
-// The executable's dynamic symbols are read whole (debug/elf): at most 1 MiB of .dynsym
-// (43 690 symbols; an executable exports a few hundred unless linked with -rdynamic) and
-// 1 MiB of their names, ~5 MiB while parsed. Larger tables are not read.
-const (
-	maxDynsym = 1 << 20
-	maxDynstr = 1 << 20
-)
+// maxDynsym caps the dynamic symbol table scanned for an allocator's API (700 000 symbols;
+// an executable exports a few hundred unless linked with -rdynamic). The scan streams it
+// (package elfscan) whatever its size: the cap bounds its time, not its memory.
+const maxDynsym = 16 << 20
+
+// allocatorSymbols are the dynamic symbols exeAllocator looks for.
+var allocatorSymbols = []string{"mallctl", "je_mallctl", "je_malloc", "tc_malloc", "mi_malloc", "malloc", "free"}
 
 // libAllocator names the allocator of a shared-library file name, "" for none.
 func libAllocator(name string) string {
@@ -45,7 +48,7 @@ func libAllocator(name string) string {
 // Limits: a statically linked allocator in a stripped executable that does not export
 // malloc, and statically linked glibc, are not recognized; MALLOC_CONF alone is not
 // evidence (it is often set globally).
-func detectAllocator(ctx context.Context, dir string, allocLib string, env map[string]string, glibc bool, threadNames func() ([]string, error)) string {
+func detectAllocator(ctx context.Context, dir string, allocLib string, env map[string]string, glibc bool, threadNames func() ([]string, error), exes *execache.Cache[string]) string {
 	if allocLib != "" {
 		return allocLib
 	}
@@ -57,7 +60,7 @@ func detectAllocator(ctx context.Context, dir string, allocLib string, env map[s
 			return a
 		}
 	}
-	if a := exeAllocator(ctx, filepath.Join(dir, "exe")); a != "" {
+	if a := exeAllocator(ctx, filepath.Join(dir, "exe"), exes); a != "" {
 		return a
 	}
 	if jemallocThreads(ctx, dir, threadNames) {
@@ -67,40 +70,74 @@ func detectAllocator(ctx context.Context, dir string, allocLib string, env map[s
 }
 
 // exeAllocator looks at the executable's dynamic symbol table: a dynamically linked program
-// that defines malloc itself exports it (libc's own callers must bind to it).
-func exeAllocator(ctx context.Context, exe string) string {
+// that defines malloc itself exports it (libc's own callers must bind to it). What one
+// executable file exports is decided once: cache (nil: none) keeps it by the file's identity.
+func exeAllocator(ctx context.Context, exe string, cache *execache.Cache[string]) string {
 	a, _ := procread.Do(ctx, func() (string, error) {
-		f, err := elfcap.Open(exe)
+		f, err := os.Open(exe)
 		if err != nil {
 			return "", err
 		}
 		defer f.Close()
-		if !elfcap.SectionFits(f.File, ".dynsym", maxDynsym) || !elfcap.SectionFits(f.File, ".dynstr", maxDynstr) {
-			return "", nil // no dynamic symbols, or too many to read: the allocator stays unknown here
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > elfscan.MaxBinarySize {
+			return "", err
 		}
-		syms, err := f.DynamicSymbols()
+		id, known := execache.IDOf(f)
+		if known {
+			if a, ok := cache.Get(id); ok {
+				return a, nil
+			}
+		}
+		a, err := dynamicAllocator(ctx, f)
 		if err != nil {
 			return "", err
 		}
-		defined := make(map[string]bool)
-		for _, s := range syms {
-			if s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-				defined[s.Name] = true
-			}
+		if known {
+			cache.Add(id, a)
 		}
-		switch {
-		case defined["mallctl"] || defined["je_mallctl"] || defined["je_malloc"]:
-			return Jemalloc, nil
-		case defined["tc_malloc"]:
-			return Tcmalloc, nil
-		case defined["mi_malloc"]:
-			return Mimalloc, nil
-		case defined["malloc"] && defined["free"]:
-			return Other, nil
-		}
-		return "", nil
+		return a, nil
 	})
 	return a
+}
+
+// dynamicAllocator tells the allocator whose API the ELF image r defines and exports, ""
+// for none (or no readable dynamic symbol table). Errors are I/O errors.
+func dynamicAllocator(ctx context.Context, r io.ReaderAt) (string, error) {
+	f, err := elfscan.NewFile(r)
+	if errors.Is(err, elfscan.ErrNotELF) || errors.Is(err, elfscan.ErrTooLarge) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	dynsym := f.SectionOfType(elf.SHT_DYNSYM)
+	if dynsym == nil || dynsym.Size > maxDynsym {
+		return "", nil // no dynamic symbols, or too many to scan: the allocator stays unknown here
+	}
+	defined := map[string]bool{}
+	err = f.Symbols(ctx, dynsym, allocatorSymbols, func(s elfscan.Symbol) bool {
+		if s.Defined() && s.Type() == elf.STT_FUNC {
+			defined[s.Name] = true
+		}
+		return len(defined) == len(allocatorSymbols)
+	})
+	if errors.Is(err, elfscan.ErrNotELF) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case defined["mallctl"] || defined["je_mallctl"] || defined["je_malloc"]:
+		return Jemalloc, nil
+	case defined["tc_malloc"]:
+		return Tcmalloc, nil
+	case defined["mi_malloc"]:
+		return Mimalloc, nil
+	case defined["malloc"] && defined["free"]:
+		return Other, nil
+	}
+	return "", nil
 }
 
 // jemallocThreads reports a thread named "jemalloc_bg_thd" (jemalloc with

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 var mapsSeed = []string{
@@ -19,12 +21,27 @@ var mapsSeed = []string{
 	"ffffffffffffffff-ffffffffffffffff rw-p 00000000 00:00 0 \n", "7f00-7f01 rw-p 0 0:0 12 /a b (deleted)",
 }
 
+// Allocation bounds of the fuzz targets. Production streams maps and smaps through one
+// maxLine buffer (scanMaps, smapsEntries) keeping a bounded summary; ParseMaps and
+// ParseSmapsRss, which keep an entry per line of a whole file, are checked on inputs of up
+// to maxFuzzWhole bytes. The rest parse a few words or numbers.
+const (
+	smallParseAlloc = 16 << 10
+	maxFuzzWhole    = maxLine
+	maxWholeAlloc   = 64 * maxFuzzWhole
+	maxScanAlloc    = 64 << 10
+)
+
 func FuzzParseMaps(f *testing.F) {
 	for _, s := range mapsSeed {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		maps := ParseMaps(b)
+		if len(b) > maxFuzzWhole {
+			return
+		}
+		var maps []Mapping
+		testutil.AllocBound(t, maxWholeAlloc, func() { maps = ParseMaps(b) })
 		for _, m := range maps {
 			if m.End < m.Start || len(m.Perms) != 4 {
 				t.Fatalf("bad mapping %+v", m)
@@ -49,7 +66,11 @@ func FuzzParseSmapsRss(f *testing.F) {
 	f.Add([]byte("Rss: 5 kB\n"))
 	f.Add([]byte("0-1000 rw-p 0 0:0 0\nRss: 99999999999999999999 kB\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e := ParseSmapsRss(b)
+		if len(b) > maxFuzzWhole {
+			return
+		}
+		var e []SmapsEntry
+		testutil.AllocBound(t, maxWholeAlloc, func() { e = ParseSmapsRss(b) })
 		_ = residentIn(e, []Range{{0, 1 << 40}, {1 << 40, 1 << 63}})
 	})
 }
@@ -70,16 +91,19 @@ func FuzzHeader(f *testing.F) {
 	f.Add(uint64(a), make([]byte, 32), uint64(0), []byte{1, 2, 3})
 	f.Add(uint64(1<<64-HeapMaxSize), hdr(1<<64-16, 0, 4096, 4096), uint64(a), hdr(a, a, 4096, 4096))
 	f.Fuzz(func(t *testing.T, a1 uint64, b1 []byte, a2 uint64, b2 []byte) {
-		var cands []Header
-		for _, c := range []struct {
-			a uint64
-			b []byte
-		}{{a1, b1}, {a2, b2}} {
-			if h, ok := ParseHeader(c.a, c.b); ok {
-				cands = append(cands, h)
+		var cands, heaps []Header
+		var arenas int
+		testutil.AllocBound(t, smallParseAlloc, func() {
+			for _, c := range []struct {
+				a uint64
+				b []byte
+			}{{a1, b1}, {a2, b2}} {
+				if h, ok := ParseHeader(c.a, c.b); ok {
+					cands = append(cands, h)
+				}
 			}
-		}
-		heaps, arenas := Validate(cands)
+			heaps, arenas = Validate(cands)
+		})
 		if arenas > len(heaps) {
 			t.Fatalf("arenas %d > heaps %d", arenas, len(heaps))
 		}
@@ -96,7 +120,10 @@ func FuzzTunables(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if v, ok := parseTunableNum(s); ok && v < 1 {
+		var v uint64
+		var ok bool
+		testutil.AllocBound(t, smallParseAlloc, func() { v, ok = parseTunableNum(s) })
+		if ok && v < 1 {
 			t.Fatalf("accepted %d", v)
 		}
 		max, test, _ := tunables(map[string]string{"GLIBC_TUNABLES": s, "MALLOC_ARENA_MAX": s, "MALLOC_ARENA_TEST": s})
@@ -135,12 +162,15 @@ func TestUnitRules(t *testing.T) {
 	}
 }
 
-// FuzzScanMaps: the streaming summary sees what the whole-file parser sees.
+// FuzzScanMaps: the streaming summary sees what the whole-file parser sees, and allocates at
+// most maxScanAlloc whatever the maps hold.
 func FuzzScanMaps(f *testing.F) {
 	f.Add([]byte("7f1c00000000-7f1c04000000 rw-p 00000000 00:00 0 \n7f1c04000000-7f1c08000000 ---p 00000000 00:00 0 \n7f1c10000000-7f1c10100000 r-xp 00000000 08:01 1234 /usr/lib/libc.so.6\n"))
 	f.Add([]byte("00400000-00401000 r-xp 00000000 08:01 99 /usr/lib/libjemalloc.so.2"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := scanMaps(bytes.NewReader(b), 64)
+		var s *mapsSummary
+		var err error
+		testutil.AllocBound(t, maxScanAlloc, func() { s, err = scanMaps(bytes.NewReader(b), 64) })
 		if err != nil {
 			t.Fatal(err)
 		}

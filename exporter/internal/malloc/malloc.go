@@ -20,6 +20,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 
@@ -67,7 +68,7 @@ type State struct {
 // Inspect reads the malloc state of pid under procfs (normally "/proc"). Without a deadline
 // in ctx the whole call is bounded by procread.DefaultTimeout.
 func Inspect(ctx context.Context, procfs string, pid int) (*State, error) {
-	return inspect(ctx, procfs, pid, newEnviron(ctx, procfs, pid), nil)
+	return inspect(ctx, procfs, pid, newEnviron(ctx, procfs, pid), nil, nil)
 }
 
 // EnvKeys are the environment variables Inspect and ArenaLimit read.
@@ -76,18 +77,20 @@ func EnvKeys() []string {
 }
 
 // Known is what a caller watching many processes has read already and shares between
-// readers: the environment variables (at least EnvKeys) and the thread names.
+// readers: the environment variables (at least EnvKeys) and the thread names; and the
+// allocators told from executables' symbols, by executable (nil: told again each time).
 type Known struct {
 	Env         map[string]string
 	EnvErr      error
 	ThreadNames func() ([]string, error)
+	Allocators  *execache.Cache[string]
 }
 
 // InspectWithLimit is Inspect followed by ArenaLimit (for glibc processes; 0 otherwise),
 // with environ and task/*/comm not read here but taken from k.
 func InspectWithLimit(ctx context.Context, procfs, sysfs string, pid int, k Known) (*State, int, error) {
 	env := &environ{read: true, vars: k.Env, err: k.EnvErr}
-	st, err := inspect(ctx, procfs, pid, env, k.ThreadNames)
+	st, err := inspect(ctx, procfs, pid, env, k.ThreadNames, k.Allocators)
 	if err != nil || st.Allocator != Glibc {
 		return st, 0, err
 	}
@@ -118,7 +121,7 @@ func (e *environ) get() (map[string]string, error) {
 	return e.vars, e.err
 }
 
-func inspect(ctx context.Context, procfs string, pid int, environ *environ, threadNames func() ([]string, error)) (*State, error) {
+func inspect(ctx context.Context, procfs string, pid int, environ *environ, threadNames func() ([]string, error), allocators *execache.Cache[string]) (*State, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, procread.DefaultTimeout)
@@ -143,7 +146,7 @@ func inspect(ctx context.Context, procfs string, pid int, environ *environ, thre
 	st := &State{Glibc: maps.glibc}
 	// Environment errors are not fatal: maps is the main evidence.
 	env, _ := environ.get()
-	st.Allocator = detectAllocator(ctx, dir, maps.allocLib, env, st.Glibc != "", threadNames)
+	st.Allocator = detectAllocator(ctx, dir, maps.allocLib, env, st.Glibc != "", threadNames, allocators)
 	if st.Glibc == "" {
 		return st, nil
 	}

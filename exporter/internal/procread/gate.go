@@ -9,7 +9,7 @@ import (
 
 // ErrStuck is returned, without reading, for a key whose earlier read has not returned yet.
 // It wraps ErrTimeout, so error counters classify it as a timeout.
-var ErrStuck = fmt.Errorf("%w: an earlier read of the same file or process has not returned (quarantined until it does)", ErrTimeout)
+var ErrStuck = fmt.Errorf("%w: an earlier read of the same file or process has not returned (skipped until it does)", ErrTimeout)
 
 // Gate allows at most one outstanding read per key (a file path, a pid and start time).
 // A read that outlived its caller's budget marks its key stuck; later reads of that key
@@ -56,9 +56,9 @@ func (g *Gate) Enter(key, kind string) (leave func(), err error) {
 	}, nil
 }
 
-// Abandon marks key's outstanding read stuck: its caller stopped waiting for it. It is
+// MarkStuck marks key's outstanding read stuck: its caller stopped waiting for it. It is
 // counted by Stuck until the read returns and its leave runs.
-func (g *Gate) Abandon(key string) {
+func (g *Gate) MarkStuck(key string) {
 	g.mu.Lock()
 	if o, ok := g.busy[key]; ok {
 		o.stuck = true
@@ -66,7 +66,7 @@ func (g *Gate) Abandon(key string) {
 	g.mu.Unlock()
 }
 
-// Stuck counts the abandoned reads still outstanding, by kind.
+// Stuck counts the stuck reads still outstanding, by kind.
 func (g *Gate) Stuck() map[string]int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -94,7 +94,7 @@ func (g *Gate) StuckKeys() []string {
 }
 
 // GateDo runs read for key in its own goroutine and waits until it returns or ctx ends
-// (DefaultTimeout if ctx has no deadline). On timeout the read is abandoned and key marked
+// (DefaultTimeout if ctx has no deadline). On timeout the read is given up and key marked
 // stuck; it returns ErrTimeout now and ErrStuck to later calls until the read returns.
 // A key already outstanding returns ErrStuck at once, without starting a goroutine.
 func GateDo[T any](ctx context.Context, g *Gate, key, kind string, read func() (T, error)) (T, error) {
@@ -107,7 +107,7 @@ func GateDo[T any](ctx context.Context, g *Gate, key, kind string, read func() (
 		defer leave()
 		return read()
 	}, func() error {
-		g.Abandon(key)
+		g.MarkStuck(key)
 		return fmt.Errorf("%s %s: %w", kind, key, ErrTimeout)
 	})
 }

@@ -45,7 +45,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-func TestGateDoQuarantinesStuckFIFO(t *testing.T) {
+func TestGateDoSkipsStuckFIFO(t *testing.T) {
 	dir := t.TempDir()
 	p := fifo(t, dir, "cpu.stat")
 	g := NewGate("test")
@@ -100,11 +100,11 @@ func TestGateEnterOneOutstandingPerKey(t *testing.T) {
 		l()
 	}
 	if len(g.Stuck()) != 0 {
-		t.Fatal("an outstanding read not abandoned is not stuck")
+		t.Fatal("an outstanding read not given up is not stuck")
 	}
-	g.Abandon("a")
+	g.MarkStuck("a")
 	if g.Stuck()["k"] != 1 || len(g.StuckKeys()) != 1 {
-		t.Fatalf("stuck after Abandon: %v", g.Stuck())
+		t.Fatalf("stuck after MarkStuck: %v", g.Stuck())
 	}
 	leave()
 	if len(g.Stuck()) != 0 {
@@ -138,7 +138,7 @@ func TestMapStuckItemsBounded(t *testing.T) {
 		}
 	}()
 	g := NewGate("test")
-	// A second per item: quarantined items must return well within it even on a loaded machine.
+	// A second per item: stuck items must return well within it even on a loaded machine.
 	b := Budget{Workers: 10, Item: time.Second, Gate: g, Kind: "file"}
 	id := func(s string) string { return s }
 
@@ -170,7 +170,7 @@ func TestMapStuckItemsBounded(t *testing.T) {
 		begin := time.Now()
 		check(Map(context.Background(), b, items, id, readPath), ErrStuck)
 		if d := time.Since(begin); d > b.Item {
-			t.Fatalf("Map over quarantined items took %v", d)
+			t.Fatalf("Map over stuck items took %v", d)
 		}
 	}
 	if after := runtime.NumGoroutine(); after > base+2 {

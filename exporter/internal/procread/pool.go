@@ -8,13 +8,13 @@ import (
 )
 
 // Budget bounds a Map: how many items are read at once, and how long one item may take
-// before its worker is abandoned and replaced.
+// before its worker is given up and replaced.
 type Budget struct {
 	// Workers is the number of items read at once (at least 1).
 	Workers int
 	// Item is the time one item may take; 0 means no per-item bound (only ctx).
 	Item time.Duration
-	// Gate, if set, quarantines items by Key: an item whose key is stuck is skipped with
+	// Gate, if set, skips items by Key: an item whose key is stuck is skipped with
 	// ErrStuck, and an item that exceeds Item marks its key stuck.
 	Gate *Gate
 	// Kind labels the items' reads in the gate's stuck counts.
@@ -30,12 +30,12 @@ type Result[R any] struct {
 }
 
 // Map reads items in parallel with b.Workers workers and returns their results in order.
-// It returns when every item is done, abandoned or refused, or when ctx ends, whichever
+// It returns when every item is done, given up or refused, or when ctx ends, whichever
 // comes first, and never waits for a blocked read: a worker that exceeds b.Item is
-// abandoned (its item fails with ErrTimeout, its key is marked stuck) and replaced by a
-// new worker, so N stuck items cost one budget, not N. An abandoned worker exits when its
+// given up (its item fails with ErrTimeout, its key is marked stuck) and replaced by a
+// new worker, so N stuck items cost one budget, not N. A worker given up on exits when its
 // read returns; its result is discarded. fn must not write to memory the caller reads
-// after Map returns (return the value instead): an abandoned fn may still be running.
+// after Map returns (return the value instead): a stuck fn may still be running.
 // Goroutines alive at any time: at most b.Workers plus the number of stuck items.
 func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string, fn func(T) (R, error)) []Result[R] {
 	res := make([]Result[R], len(items))
@@ -44,9 +44,9 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 	}
 	workers := max(1, min(b.Workers, len(items)))
 	type worker struct {
-		item      int // -1 between items
-		start     time.Time
-		abandoned bool
+		item   int // -1 between items
+		start  time.Time
+		gaveUp bool
 	}
 	var (
 		mu     sync.Mutex
@@ -66,7 +66,7 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 		defer signal()
 		for {
 			mu.Lock()
-			if sealed || w.abandoned || next >= len(items) || ctx.Err() != nil {
+			if sealed || w.gaveUp || next >= len(items) || ctx.Err() != nil {
 				delete(active, w)
 				mu.Unlock()
 				return
@@ -91,10 +91,10 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 				}
 			}
 			mu.Lock()
-			if w.abandoned {
-				stuck.Add(-1) // counted by abandon; it no longer holds a thread
+			if w.gaveUp {
+				stuck.Add(-1) // counted by giveUp; it no longer holds a thread
 			}
-			if !sealed && !w.abandoned {
+			if !sealed && !w.gaveUp {
 				res[i] = Result[R]{Value: v, Err: err, Done: true}
 			}
 			w.item = -1
@@ -122,13 +122,13 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 		defer t.Stop()
 		tc = t.C
 	}
-	abandon := func(w *worker, why string, isStuck bool) {
-		w.abandoned = true
+	giveUp := func(w *worker, why string, isStuck bool) {
+		w.gaveUp = true
 		stuck.Add(1) // node-wide, until the worker's read returns (run, under mu)
 		delete(active, w)
 		res[w.item] = Result[R]{Err: fmt.Errorf("%s: %w", why, ErrTimeout), Done: true}
 		if b.Gate != nil && isStuck {
-			b.Gate.Abandon(key(items[w.item]))
+			b.Gate.MarkStuck(key(items[w.item]))
 		}
 	}
 	for {
@@ -141,8 +141,8 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 		if b.Item > 0 {
 			now := time.Now()
 			for w := range active {
-				if w.item >= 0 && !w.abandoned && now.Sub(w.start) > b.Item {
-					abandon(w, fmt.Sprintf("read took longer than %v", b.Item), true)
+				if w.item >= 0 && !w.gaveUp && now.Sub(w.start) > b.Item {
+					giveUp(w, fmt.Sprintf("read took longer than %v", b.Item), true)
 					if next < len(items) {
 						spawn()
 					}
@@ -159,7 +159,7 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 				if w.item >= 0 {
 					// Still outstanding, so refused by the gate until it returns; counted
 					// as stuck once it has used a whole item budget.
-					abandon(w, "deadline reached", b.Item == 0 || time.Since(w.start) > b.Item)
+					giveUp(w, "deadline reached", b.Item == 0 || time.Since(w.start) > b.Item)
 				}
 			}
 			sealed = true

@@ -4,15 +4,15 @@
 //
 // Single reads: ReadFile, ReadAt and Do run the read in a goroutine and give up at the
 // context's deadline (DefaultTimeout without one) with ErrTimeout; the goroutine ends when
-// the kernel returns. Used alone they abandon one goroutine (and OS thread) per timed-out
+// the kernel returns. Used alone they leave behind one goroutine (and OS thread) per timed-out
 // call, so anything read every scrape should go through a Gate.
 //
-// Quarantine: a Gate (NewGate(collector)) allows at most one outstanding read per key.
+// Stuck reads: a Gate (NewGate(collector)) allows at most one outstanding read per key.
 //   - Enter(key, kind) claims the key, or returns ErrStuck at once while an earlier read of
 //     it has not returned; the caller calls leave() when its read returns.
-//   - Abandon(key) marks the outstanding read stuck (its caller stopped waiting).
+//   - MarkStuck(key) marks the outstanding read stuck (its caller stopped waiting).
 //   - GateDo(ctx, g, key, kind, read) = Enter + a goroutine + wait until ctx ends; on timeout
-//     it abandons and returns ErrTimeout; later calls get ErrStuck without a goroutine.
+//     it gives up and returns ErrTimeout; later calls get ErrStuck without a goroutine.
 //   - Stuck() counts stuck reads by kind (quota_exporter_stuck_reads{collector,kind}).
 //
 // Keys: one per thing that can block independently, e.g. a file path, or "pid/starttime"
@@ -21,16 +21,16 @@
 // same time: the second one would be refused with ErrStuck.
 //
 // Parallel bounded reads: Map(ctx, Budget{Workers, Item, Gate, Kind}, items, key, fn) reads
-// items with Workers goroutines; an item that takes longer than Item is abandoned (ErrTimeout,
+// items with Workers goroutines; an item that takes longer than Item is given up (ErrTimeout,
 // key stuck) and its worker replaced, so N stuck items cost ceil(N/Workers) item budgets in
 // the first pass and nothing afterwards (ErrStuck). It returns when all items are done or
 // ctx ends and never waits for a blocked read. fn returns its result instead of writing
-// shared memory, because an abandoned fn may still run after Map returned; a panic in fn
+// shared memory, because a stuck fn may still run after Map returned; a panic in fn
 // becomes that item's error.
 //
 // ErrStuck wraps ErrTimeout: error counters report both as reason "timeout".
 //
-// Node-wide bound: every read abandoned by its caller and not yet returned holds an OS thread
+// Node-wide bound: every stuck read (given up by its caller and not yet returned) holds an OS thread
 // in the kernel. At most MaxStuck such reads exist in the whole process; while that many are
 // outstanding, new reads are refused at once with ErrOverloaded (a timeout) instead of
 // starting a goroutine, whatever gate, collector or process they are for.
@@ -53,10 +53,10 @@ import (
 const DefaultTimeout = 2 * time.Second
 
 // ErrTimeout is returned when a read did not finish in time; the reading goroutine is
-// abandoned (it ends when the kernel returns).
+// left behind (it ends when the kernel returns).
 var ErrTimeout = errors.New("read timed out")
 
-// MaxStuck caps, for the whole exporter, the reads that their callers abandoned and that have
+// MaxStuck caps, for the whole exporter, the reads that their callers gave up on and that have
 // not returned: each one is an OS thread blocked in the kernel (a process whose mmap lock is
 // held, a stuck FUSE server, a cgroup file behind a kernel lock). Per-key gates stop a stuck
 // key from costing a thread per scrape; this stops many stuck keys (many hostile processes)
@@ -64,16 +64,16 @@ var ErrTimeout = errors.New("read timed out")
 // well below Go's 10 000-thread limit, which ends the process.
 const MaxStuck = 64
 
-// ErrOverloaded is returned, without reading, while MaxStuck abandoned reads are outstanding.
-var ErrOverloaded = fmt.Errorf("%w: %d abandoned reads have not returned (node-wide cap)", ErrTimeout, MaxStuck)
+// ErrOverloaded is returned, without reading, while MaxStuck stuck reads are outstanding.
+var ErrOverloaded = fmt.Errorf("%w: %d stuck reads have not returned (node-wide cap)", ErrTimeout, MaxStuck)
 
 // ErrPanic wraps a panic recovered in a read function.
 var ErrPanic = errors.New("panic while reading")
 
-// stuck counts abandoned reads not yet returned (see MaxStuck).
+// stuck counts stuck reads not yet returned (see MaxStuck).
 var stuck atomic.Int64
 
-// Stuck is the number of abandoned reads, node-wide, that have not returned.
+// Stuck is the number of stuck reads, node-wide, that have not returned.
 func Stuck() int { return int(stuck.Load()) }
 
 // overloaded reports whether new reads must be refused.
@@ -89,19 +89,19 @@ func recovered(r any) error {
 	return fmt.Errorf("%w: %s", ErrPanic, msg)
 }
 
-// abandonment tracks whether a read's caller gave up on it before it returned: the side that
+// readState tracks whether a read's caller gave up on it before it returned: the side that
 // comes second (the read returning, or the caller giving up) settles the node-wide count.
-type abandonment struct{ state atomic.Int32 } // 0 running, 1 returned, 2 abandoned
+type readState struct{ state atomic.Int32 } // 0 running, 1 returned, 2 given up (stuck)
 
 // returned is called by the reading goroutine when the read returns.
-func (a *abandonment) returned() {
+func (a *readState) returned() {
 	if !a.state.CompareAndSwap(0, 1) {
-		stuck.Add(-1) // abandoned earlier: it no longer holds a thread
+		stuck.Add(-1) // given up earlier: it no longer holds a thread
 	}
 }
 
-// abandon is called by the caller when it stops waiting.
-func (a *abandonment) abandon() {
+// giveUp is called by the caller when it stops waiting.
+func (a *readState) giveUp() {
 	stuck.Add(1)
 	if !a.state.CompareAndSwap(0, 2) {
 		stuck.Add(-1) // returned meanwhile
@@ -130,7 +130,7 @@ func ReadAt(ctx context.Context, f *os.File, buf []byte, off int64) (int, error)
 		return 0, ErrOverloaded
 	}
 	ch := make(chan result, 1)
-	var a abandonment
+	var a readState
 	go func() {
 		defer a.returned()
 		n, err := f.ReadAt(buf, off)
@@ -142,7 +142,7 @@ func ReadAt(ctx context.Context, f *os.File, buf []byte, off int64) (int, error)
 	case r := <-ch:
 		return r.n, r.err
 	case <-ctx.Done():
-		a.abandon()
+		a.giveUp()
 		return 0, fmt.Errorf("%s at %#x: %w", f.Name(), off, ErrTimeout)
 	}
 }
@@ -153,7 +153,7 @@ func Do[T any](ctx context.Context, read func() (T, error)) (T, error) {
 }
 
 // race runs read in a goroutine and returns its result, or timedOut's error when ctx ends
-// first (DefaultTimeout if ctx has no deadline); the abandoned goroutine ends when read does,
+// first (DefaultTimeout if ctx has no deadline); the goroutine left behind ends when read does,
 // and counts towards MaxStuck until then. A panic in read is its error (ErrPanic).
 func race[T any](ctx context.Context, read func() (T, error), timedOut func() error) (T, error) {
 	type result struct {
@@ -165,7 +165,7 @@ func race[T any](ctx context.Context, read func() (T, error), timedOut func() er
 		return zero, ErrOverloaded
 	}
 	ch := make(chan result, 1)
-	var a abandonment
+	var a readState
 	go func() {
 		defer a.returned()
 		var r result
@@ -183,7 +183,7 @@ func race[T any](ctx context.Context, read func() (T, error), timedOut func() er
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		a.abandon()
+		a.giveUp()
 		return zero, timedOut()
 	}
 }

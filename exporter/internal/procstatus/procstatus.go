@@ -5,7 +5,6 @@ package procstatus
 import (
 	"bytes"
 	"strconv"
-	"strings"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
@@ -35,31 +34,45 @@ func Parse(b []byte, pid int) Status {
 		}
 		switch string(k) {
 		case "NSpid":
-			if f := strings.Fields(string(v)); len(f) > 0 {
-				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+			if f, ok := field(v, -1); ok {
+				if n, err := strconv.Atoi(string(f)); err == nil {
 					st.NSPid = n
 				}
 			}
 		case "Uid":
-			if f := strings.Fields(string(v)); len(f) > 1 {
-				if n, err := strconv.Atoi(f[1]); err == nil {
+			if f, ok := field(v, 1); ok {
+				if n, err := strconv.Atoi(string(f)); err == nil {
 					st.UID = n
 				}
 			}
 		case "Threads":
-			st.Threads, _ = strconv.Atoi(strings.TrimSpace(string(v)))
+			st.Threads, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
 		case "Cpus_allowed_list":
 			st.Affinity, st.AffinityErr = kernel.CountCPUList(string(v))
 		case "RssAnon":
-			f := strings.Fields(string(v))
-			if len(f) > 0 {
-				if kb, err := strconv.ParseUint(f[0], 10, 54); err == nil {
+			if f, ok := field(v, 0); ok {
+				if kb, err := strconv.ParseUint(string(f), 10, 54); err == nil {
 					st.RssAnon = kb << 10
 				}
 			}
 		}
 	}
 	return st
+}
+
+// field returns the i-th whitespace-separated field of v (i < 0: the last), without
+// splitting v into a slice of fields.
+func field(v []byte, i int) ([]byte, bool) {
+	var last []byte
+	n := 0
+	for f := range bytes.FieldsSeq(v) {
+		if n == i {
+			return f, true
+		}
+		last = f
+		n++
+	}
+	return last, i < 0 && n > 0
 }
 
 var errNoAffinity = &noAffinityError{}

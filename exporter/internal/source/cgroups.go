@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // DiscoveryMaxAge lets the collectors of one scrape (cpu, memory, the process source) share
@@ -64,6 +67,15 @@ type Cgroups struct {
 
 	names Namer // nil: no Kubernetes names
 
+	logger *slog.Logger
+	// hostPIDs: the exporter is in the host's PID namespace (pidNamespace); dropPIDs: the
+	// PIDs cgroup.procs lists are not --path.procfs's, the walk keeps none.
+	hostPIDs, dropPIDs bool
+	// skippedMu guards what logSkipped said last.
+	skippedMu     sync.Mutex
+	skippedLogged int
+	skippedAt     time.Time
+
 	// settingsMu guards settings, never a read: each cgroup's files are read by one caller
 	// at a time (settingsReads, keyed by path), outside the lock, under SettingsBudget and
 	// the settings gate, and concurrent callers wait for that read only.
@@ -83,7 +95,7 @@ type Options struct {
 	BareRuntime string
 	// Names gives cgroups their Kubernetes names; nil: none.
 	Names Namer
-	// Gate quarantines discovery's reads; nil: a gate of its own.
+	// Gate holds the stuck keys of discovery's reads; nil: a gate of its own.
 	Gate *procread.Gate
 }
 
@@ -100,6 +112,13 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 		logger.Info("cgroup mounts lie outside the exporter's cgroup namespace; treating them as the host hierarchy (host /sys/fs/cgroup mounted into a container)")
 	}
 	logger.Info("cgroup layout", "layout", layout.String())
+	host, pidsUsable := pidNamespace(o.ProcPath)
+	if !host {
+		logger.Warn("not in the host's PID namespace (no hostPID): cgroup.procs hides the host's processes, so cgroups are found by their limits and their Kubernetes pod, container or Docker path only; cgroups with neither (systemd services without a limit) are not seen, and a sandbox is told from a container by its link in the kubelet's log directory alone")
+	}
+	if !pidsUsable {
+		logger.Warn("the PIDs cgroup.procs lists in the exporter's PID namespace are not those of --path.procfs: no per-process series (run with hostPID)", "procfs", o.ProcPath)
+	}
 	bare := o.BareRuntime
 	if bare == "" {
 		bare = cgroupfs.RuntimeContainerd
@@ -110,6 +129,9 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 			Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
 		errors:       errs,
 		names:        o.Names,
+		logger:       logger,
+		hostPIDs:     host,
+		dropPIDs:     !pidsUsable,
 		MaxAge:       DiscoveryMaxAge,
 		checkEvery:   CheckEvery,
 		settings:     map[string]CPUSettings{},
@@ -172,17 +194,23 @@ type walk struct {
 }
 
 func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
-	cgs, errs := s.layout.Discover(ctx, s.opts)
-	if s.names != nil {
+	d := s.layout.DiscoverAll(ctx, s.opts)
+	cgs, errs := d.Cgroups, d.Errs
+	if s.dropPIDs {
 		for i := range cgs {
-			s.names.Name(&cgs[i])
+			cgs[i].PIDs = nil
 		}
 	}
+	if s.names != nil {
+		s.names.Name(cgs)
+	}
+	s.logSkipped(d.Skipped)
 	for i, we := range errs {
 		s.errors.Record(DiscoveryErrors, we.Path, we.Err)
 		errs[i].Err = Counted{we.Err}
 	}
 	w.snap = newSnapshot(0, cgs, errs)
+	w.snap.Skipped = d.Skipped
 	s.mu.Lock()
 	s.walking = nil
 	var subs []*Subscription
@@ -203,6 +231,46 @@ func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
 	close(w.done)
 }
 
+// HostPIDNamespace reports whether the exporter runs in the host's PID namespace, where
+// cgroup.procs lists every process (see pidNamespace).
+func (s *Cgroups) HostPIDNamespace() bool { return s.hostPIDs }
+
+// initPIDNamespace is the inode of the kernel's initial PID namespace (PROC_PID_INIT_INO,
+// include/linux/proc_ns.h): the host's, fixed since Linux 3.8.
+const initPIDNamespace = "pid:[4026531836]"
+
+// pidNamespace tells whether the exporter runs in the host's PID namespace (outside it,
+// cgroup.procs leaves out the processes it cannot see on v1 and lists 0 for them on v2:
+// cgroup_procs_show prints task_pid_vnr), and whether the PIDs cgroup.procs lists are those
+// procPath shows: <procPath>/self names the exporter by the PID that procfs's namespace gives
+// it. What cannot be read is taken as yes (a test's made-up procfs has no self).
+func pidNamespace(procPath string) (host, pidsUsable bool) {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	host = err != nil || ns == initPIDNamespace
+	self, err := os.Readlink(filepath.Join(procPath, "self"))
+	pidsUsable = err != nil || self == strconv.Itoa(os.Getpid())
+	return host, pidsUsable
+}
+
+// skippedLogEvery bounds the log lines about cgroups below containers.
+const skippedLogEvery = 5 * time.Minute
+
+// logSkipped logs one line when a walk finds more cgroups below containers than the last one
+// logged, at most every skippedLogEvery; the count is exported by the snapshot's Skipped.
+func (s *Cgroups) logSkipped(sk cgroupfs.Skipped) {
+	s.skippedMu.Lock()
+	defer s.skippedMu.Unlock()
+	if sk.BelowContainer <= s.skippedLogged || time.Since(s.skippedAt) < skippedLogEvery {
+		if sk.BelowContainer < s.skippedLogged {
+			s.skippedLogged = sk.BelowContainer
+		}
+		return
+	}
+	s.skippedLogged, s.skippedAt = sk.BelowContainer, time.Now()
+	s.logger.Info("cgroups below a container are the container's: their processes count as the container's, their own series are not exported",
+		"cgroups", sk.BelowContainer, "example", tenantstr.Label(sk.Example))
+}
+
 // CPUSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the
 // file does not exist (old kernel, v2 root).
 type CPUSettings struct {
@@ -221,7 +289,7 @@ type CPUSettings struct {
 //
 // No lock is held across the read: concurrent callers for one cgroup share one read and
 // wait for it at most SettingsBudget. A read that outlives the budget is counted once as a
-// timeout and quarantined by the gate (quota_exporter_stuck_reads{collector="discovery",
+// timeout and skipped by the gate while stuck (quota_exporter_stuck_reads{collector="discovery",
 // kind="cpu settings"}); until it returns, callers get the last settings read (or none)
 // at once, without an error.
 func (s *Cgroups) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {

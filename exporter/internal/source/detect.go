@@ -70,7 +70,8 @@ func (s *Processes) detectGo(ctx context.Context, p *Process) (string, string, e
 func (s *Processes) InspectGo(ctx context.Context, p *Process) (*goruntime.Info, error) {
 	return goruntime.InspectKnown(ctx, s.procPath, p.PID, goruntime.Known{
 		Affinity: p.Status.Affinity, AffinityErr: p.Status.AffinityErr,
-		Env: func() (map[string]string, error) { return s.Environ(ctx, p) },
+		Env:    func() (map[string]string, error) { return s.Environ(ctx, p) },
+		Builds: s.GoBuilds,
 	}, processQuota(p))
 }
 

@@ -14,9 +14,10 @@ type Recorder interface {
 	Record(collector, subject string, err error) string
 }
 
-// Namer gives a discovered cgroup its Kubernetes names.
+// Namer gives one walk's cgroups their Kubernetes names (and tells sandboxes from
+// containers, which needs the pod's other cgroups).
 type Namer interface {
-	Name(cg *cgroupfs.Cgroup)
+	Name(cgs []cgroupfs.Cgroup)
 }
 
 // Counted wraps an error that has been counted already (a walk error of a cached discovery):
@@ -27,7 +28,7 @@ func (c Counted) Error() string { return c.Err.Error() }
 func (c Counted) Unwrap() error { return c.Err }
 
 // CountOnce is the error a per-process read returned, or nil when it must not be counted
-// again: the process is quarantined (its timeout was counted when it got stuck).
+// again: the process is stuck (its timeout was counted when it got stuck).
 func CountOnce(err error) error {
 	if errors.Is(err, procread.ErrStuck) {
 		return nil

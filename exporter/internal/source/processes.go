@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
@@ -154,6 +155,11 @@ type Processes struct {
 	fs       procfs.FS
 	// JVM reads perf data and caches flags and layout per JVM.
 	JVM *jvm.Inspector
+	// GoBuilds and Allocators keep what is derived from each executable file (its Go build
+	// info, the allocator its dynamic symbols tell), shared by the processes of one binary
+	// and kept by the file's identity (execache), at most maxExecutables of each.
+	GoBuilds   *execache.Cache[goruntime.Build]
+	Allocators *execache.Cache[string]
 	// detectors tell a process's runtime, in order (see newDetectors).
 	detectors []detector
 	// envKeys are the only environment variables read (the Go and malloc readers' keys).
@@ -166,7 +172,7 @@ type Processes struct {
 	bootTime float64 // seconds since the epoch, read once: start times are relative to it
 	bootErr  error
 
-	// gate quarantines per-process reads by pid (and start time) and kind: a process stuck in
+	// gate keys per-process reads by pid (and start time) and kind: a process stuck in
 	// the kernel costs one blocked read per kind and is skipped until it returns.
 	gate *procread.Gate
 	// last is the last complete listing, for background loops (Last).
@@ -191,7 +197,7 @@ type Filter struct {
 }
 
 // NewProcesses prepares the process source over procPath (the host's /proc). gate
-// quarantines its per-process reads (nil: a gate of its own).
+// skips its stuck per-process reads (nil: a gate of its own).
 func NewProcesses(procPath string, cgroups *Cgroups, errs Recorder, gate *procread.Gate, filter Filter) (*Processes, error) {
 	fs, err := procfs.NewFS(procPath)
 	if err != nil {
@@ -201,11 +207,16 @@ func NewProcesses(procPath string, cgroups *Cgroups, errs Recorder, gate *procre
 		gate = procread.NewGate(ProcessErrors)
 	}
 	s := &Processes{Filter: filter, procPath: procPath, cgroups: cgroups, errors: errs, fs: fs, MaxAge: DiscoveryMaxAge,
-		JVM: &jvm.Inspector{Procfs: procPath}, gate: gate, states: map[Key]*state{}}
+		JVM: &jvm.Inspector{Procfs: procPath}, gate: gate, states: map[Key]*state{},
+		GoBuilds: execache.New[goruntime.Build](maxExecutables), Allocators: execache.New[string](maxExecutables)}
 	s.detectors = newDetectors(s)
 	s.envKeys = append(goruntime.EnvKeys(), malloc.EnvKeys()...)
 	return s, nil
 }
+
+// maxExecutables caps the executable files whose derived facts are kept (a few hundred bytes
+// each: capped strings); beyond it the least recently used goes.
+const maxExecutables = 1024
 
 // envRefresh: the environment of a running process does not change (environ is the initial
 // one); re-read it with the readers that use it, on their 30 s clock, in case of an exec.
@@ -244,7 +255,7 @@ func (s *Processes) StartTime(startTicks uint64) (float64, error) {
 
 // Processes returns the watched processes, listing them at most every DiscoveryMaxAge.
 // Errors are per process (vanished, permission denied, ...), already counted; the list holds
-// the rest. A process whose reads are quarantined (procread.ErrStuck) is left out without an
+// the rest. A process whose reads are stuck (procread.ErrStuck) is left out without an
 // error: its timeout was counted once, when its read did not return.
 func (s *Processes) Processes(ctx context.Context) ([]*Process, []error) {
 	s.mu.Lock()
@@ -270,7 +281,7 @@ func (s *Processes) Expire() {
 	s.at = time.Time{}
 }
 
-// Gate is the quarantine of the source's per-process reads.
+// Gate holds the stuck keys of the source's per-process reads.
 func (s *Processes) Gate() *procread.Gate { return s.gate }
 
 // ReadProcess reads one process's stat and status as a listing does (nil error for a
@@ -291,12 +302,12 @@ func (s *Processes) Last() []*Process {
 }
 
 // processWorkers bounds the per-process reads run at once: up to this many stuck processes
-// cost one perProcessTimeout together, and nothing once they are quarantined.
+// cost one perProcessTimeout together, and nothing once they are stuck.
 const processWorkers = 16
 
 // gatedContext is the context of a read run under the gate: no deadline of its own, so a read
 // that blocks keeps its key (and its one OS thread) until the kernel returns, instead of
-// being abandoned by an inner timeout and started again by the next scrape.
+// being given up by an inner timeout and started again by the next scrape.
 func gatedContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 24*time.Hour)
 }
@@ -305,7 +316,7 @@ func gatedContext() (context.Context, context.CancelFunc) {
 // perProcessTimeout, through the source's gate keyed by process and kind: a process whose
 // read of that kind did not return is skipped with procread.ErrStuck until it does.
 // read must not write to memory the caller reads after it returns except under p.state.mu:
-// an abandoned read may still finish later.
+// a stuck read may still finish later.
 func Each[R any](ctx context.Context, s *Processes, procs []*Process, kind string,
 	read func(ctx context.Context, p *Process) (R, error)) []procread.Result[R] {
 	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind}
@@ -371,7 +382,7 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 			items = append(items, procItem{pid, cg})
 		}
 	}
-	// stat and status of every process in parallel, quarantined per pid.
+	// stat and status of every process in parallel, skipped per pid while stuck.
 	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat"}
 	res := procread.Map(ctx, b, items, func(it procItem) string { return strconv.Itoa(it.pid) + "/stat" }, s.readStat)
 	complete := ctx.Err() == nil
@@ -397,7 +408,7 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 			undetected = append(undetected, p)
 		}
 	}
-	// Runtime detection of new processes, in parallel, quarantined per process: a detection
+	// Runtime detection of new processes, in parallel, skipped per process while stuck: a detection
 	// that timed out is not retried while its read is outstanding.
 	dres := Each(ctx, s, undetected, "detect", s.detectAlone)
 	failed, undecided := map[*Process]bool{}, map[*Process]bool{}
@@ -564,7 +575,7 @@ func (d detection) apply(p *Process) {
 	}
 }
 
-// detectAlone runs detection on a copy of p with a scratch state, so a detection abandoned
+// detectAlone runs detection on a copy of p with a scratch state, so a detection given up on
 // by the scrape writes nothing shared when it finally returns.
 func (s *Processes) detectAlone(ctx context.Context, p *Process) (detection, error) {
 	q := &Process{PID: p.PID, Cgroup: p.Cgroup, Stat: p.Stat, Status: p.Status, StartTime: p.StartTime, state: &state{}}

@@ -18,8 +18,10 @@ type Snapshot struct {
 	Cgroups    []cgroupfs.Cgroup
 	// Errs are the walk's unreadable directories, already counted (Counted).
 	Errs []cgroupfs.WalkError
+	// Skipped counts the cgroups the walk found and does not export (below containers, conmon).
+	Skipped cgroupfs.Skipped
 	// Bindings are each cgroup's binding limit (by path), from the walk's own limits: a
-	// limited ancestor hidden by a path filter is not in them (the effective collector reads it).
+	// limited ancestor hidden by a path filter is not in them (the binding collector reads it).
 	Bindings map[string]cgroupfs.Binding
 	own      map[string]cgroupfs.Limits
 }

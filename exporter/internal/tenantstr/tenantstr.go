@@ -48,6 +48,12 @@ func Label(s string) string {
 	return c[:cut] + suffix
 }
 
+// Keep returns s under the label rule (Label) as a string of its own: what the exporter keeps
+// of a tenant's string across scrapes. A substring would pin the whole text it was cut from
+// (a module line pins the whole build info), and Label returns short plain values as they
+// are.
+func Keep(s string) string { return strings.Clone(Label(s)) }
+
 // plain: printable ASCII only.
 func plain(s string) bool {
 	for i := 0; i < len(s); i++ {

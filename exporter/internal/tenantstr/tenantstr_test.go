@@ -1,10 +1,13 @@
 package tenantstr
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
 func clean_(s string) bool {
@@ -94,4 +97,22 @@ func BenchmarkLabel(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A kept substring of a 1 MiB text keeps at most the label cap, not the text.
+func TestKeepPinsNothing(t *testing.T) {
+	text := strings.Repeat("a", 1<<20)
+	var short, long string
+	kept := testutil.Retained(func() any {
+		short, long = Keep(text[:10]), Keep(text[:1<<19])
+		return nil
+	})
+	if short != text[:10] || len(long) > MaxLabel || long != Label(text[:1<<19]) {
+		t.Errorf("Keep: %q, %d bytes", short, len(long))
+	}
+	if kept > 4<<10 {
+		t.Errorf("two kept strings keep %d bytes of the heap", kept)
+	}
+	runtime.KeepAlive(short)
+	runtime.KeepAlive(long)
 }

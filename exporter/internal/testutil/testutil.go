@@ -85,3 +85,41 @@ func Allocated(fn func()) uint64 {
 	runtime.ReadMemStats(&b)
 	return b.TotalAlloc - a.TotalAlloc
 }
+
+// Retained is how much more of the Go heap is live after fn, with fn's result kept alive,
+// than before it, in bytes (0 if less): what a caller that keeps the result keeps.
+func Retained(fn func() any) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	v := fn()
+	runtime.GC()
+	runtime.ReadMemStats(&b)
+	runtime.KeepAlive(v)
+	return b.HeapAlloc - min(a.HeapAlloc, b.HeapAlloc)
+}
+
+// AllocBound fails t when fn allocates more than limit bytes on the Go heap. Fuzz targets of
+// parsers call it on every input: what a parser allocates must be bounded by a constant, not
+// by what the input claims. It runs no GC (it counts allocations, not live bytes), so it is
+// cheap enough for every input. The count is process-wide and a fuzz worker's own goroutines
+// allocate now and then: over the bound, fn is run twice more and the least count is its
+// own (fn must be repeatable, and start no goroutines that allocate on their own).
+func AllocBound(t testing.TB, limit uint64, fn func()) {
+	t.Helper()
+	n := allocatedBy(fn)
+	for i := 0; i < 2 && n > limit; i++ {
+		n = min(n, allocatedBy(fn))
+	}
+	if n > limit {
+		t.Fatalf("allocated %d bytes, bound %d", n, limit)
+	}
+}
+
+func allocatedBy(fn func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	fn()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}

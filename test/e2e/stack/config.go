@@ -20,7 +20,7 @@ import (
 var TestConfig = map[string]any{
 	// A process younger than this is warming up. The warm-up JVM must still be young when
 	// its throttling has lasted warmupFor; the healthy controls are young too and must stay quiet.
-	"warmupWindow": "3m",
+	"warmupPeriod": "3m",
 	// Memory creep: the cgroup's working-set trend over 3 minutes (cgroups older than 1 minute).
 	// Both rss_creep programs grow their live set for ten minutes, the control less, so the
 	// horizon is short enough that neither reaches its 2 GiB limit: the arena alert is the one

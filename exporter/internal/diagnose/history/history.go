@@ -28,9 +28,9 @@ type Options struct {
 	Selector string
 	Since    time.Duration
 	At       time.Time
-	// WarmupWindow: a process younger than this is warming up; its first minutes are
-	// compared with the rest of the window (0: no warm-up judgement).
-	WarmupWindow time.Duration
+	// WarmupPeriod: a process younger than this is warming up; its first minutes are
+	// compared with the rest of the span (0: no warm-up judgement).
+	WarmupPeriod time.Duration
 	// HTTPConfigFile is a prometheus/common HTTP client configuration (TLS, auth); "" for
 	// plain HTTP.
 	HTTPConfigFile string
@@ -40,7 +40,7 @@ type Options struct {
 	MaxResponseBytes int64
 }
 
-// Load queries Prometheus and returns the workloads of the window [At-Since, At].
+// Load queries Prometheus and returns the workloads of the span [At-Since, At].
 func Load(ctx context.Context, o Options) ([]diagnose.Workload, error) {
 	client, err := newClient(o)
 	if err != nil {
@@ -74,14 +74,14 @@ func Load(ctx context.Context, o Options) ([]diagnose.Workload, error) {
 		}
 		fams = append(fams, mf)
 	}
-	ws := diagnose.FromFamilies(nil, fams, diagnose.Observation{Window: o.Since, End: o.At})
+	ws := diagnose.FromFamilies(nil, fams, diagnose.Observation{Span: o.Since, End: o.At})
 	if err := warmups(ctx, q, o, sel, ws); err != nil {
 		return nil, err
 	}
 	return ws, nil
 }
 
-// summary is one metric over the window as one gather would show it: a counter's increase,
+// summary is one metric over the span as one gather would show it: a counter's increase,
 // a gauge's maximum, an info series' last value.
 func summary(ctx context.Context, q v1.API, m series.Metric, sel, rng string, at time.Time) (*dto.MetricFamily, error) {
 	fn := map[series.Kind]string{series.Counter: "increase", series.Gauge: "max_over_time", series.Info: "last_over_time"}[m.Kind]

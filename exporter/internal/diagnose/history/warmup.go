@@ -15,14 +15,14 @@ import (
 // maxPoints bounds a range query's resolution (Prometheus refuses more than 11 000).
 const maxPoints = 5000
 
-// warmups splits each process's CPU use, and its limiting cgroup's throttling, over the
-// window into the steps when the process was younger than the warm-up window (each start
-// in the window: every deploy) and the steps after. The counters are read raw over a range
+// warmups splits each process's CPU use, and its binding cgroup's throttling, over the
+// window into the steps when the process was younger than the warm-up period (each start
+// in the span: every deploy) and the steps after. The counters are read raw over a range
 // and differenced step by step here, so the resolution is the step (or the scrape interval),
 // not a rate() range; a step is warm-up when the process's age at its end is below the
 // window.
 func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose.Workload) error {
-	if o.WarmupWindow <= 0 || o.Since <= 0 {
+	if o.WarmupPeriod <= 0 || o.Since <= 0 {
 		return nil
 	}
 	step := max(time.Second, (o.Since / maxPoints).Round(time.Second))
@@ -65,8 +65,8 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 	for i := range ws {
 		w := &ws[i]
 		at := w.Cgroup
-		if w.LimitCgroup != "" {
-			at = w.LimitCgroup
+		if w.BindingCgroup != "" {
+			at = w.BindingCgroup
 		}
 		for j := range w.Processes {
 			p := &w.Processes[j]
@@ -81,7 +81,7 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 					continue
 				}
 				ph := &steady
-				if t1.Time().Sub(time.Unix(0, int64(start*1e9))) < o.WarmupWindow {
+				if t1.Time().Sub(time.Unix(0, int64(start*1e9))) < o.WarmupPeriod {
 					ph = &warm
 				}
 				ph.seconds += step.Seconds()
@@ -108,7 +108,7 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 				continue
 			}
 			// The demand is measured while the limit held the process back: warm-up steps
-			// after the JIT has settled (a warm-up shorter than the window) would dilute it.
+			// after the JIT has settled (a warm-up shorter than the span) would dilute it.
 			used, held := warm.cpu/warm.seconds, warm.throttled/warm.seconds
 			if warm.held.seconds > 0 {
 				used, held = warm.held.cpu/warm.held.seconds, warm.held.throttled/warm.held.seconds
@@ -124,7 +124,7 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 }
 
 // phase sums a process's steps in warm-up or after it; held sums the steps in which its
-// limiting cgroup was throttled.
+// binding cgroup was throttled.
 type phase struct {
 	seconds, cpu, throttled, throttledPeriods, periods float64
 	held                                               struct{ seconds, cpu, throttled float64 }

@@ -6,7 +6,7 @@
 // fails a test, not a diagnosis.
 package series
 
-// Kind is a metric's type, which also says how history summarises it over its window.
+// Kind is a metric's type, which also says how history summarises it over its span.
 type Kind int
 
 const (
@@ -45,11 +45,11 @@ func add(name string, k Kind, modes Mode, use string, labels ...string) Metric {
 	return m
 }
 
-// Per cgroup. Throttling is read on the cgroup whose limit binds (limit_cgroup).
+// Per cgroup. Throttling is read on the cgroup whose limit binds (binding_cgroup).
 var (
-	CPULimit = add("quota_cpu_effective_limit_cores", Gauge, Both,
-		"the binding CPU limit, and the cgroup that sets it; a cgroup with one is a workload", "limit_cgroup")
-	MemoryLimit = add("quota_memory_effective_limit_bytes", Gauge, Both,
+	CPULimit = add("quota_cpu_binding_limit_cores", Gauge, Both,
+		"the binding CPU limit, and the cgroup that sets it; a cgroup with one is a workload", "binding_cgroup")
+	MemoryLimit = add("quota_memory_binding_limit_bytes", Gauge, Both,
 		"the memory limit: an arena finding is critical when anonymous RSS nears it")
 	CPUPeriod = add("quota_cpu_period_seconds", Gauge, Both,
 		"the CFS period: the burst fix and the quota of one period")
@@ -79,7 +79,7 @@ var (
 	ProcessResidentAnon = add("quota_process_resident_anon_bytes", Gauge, Both,
 		"anonymous RSS against the memory limit (arenas)")
 	ProcessStartTime = add("quota_process_start_time_seconds", Info, Both,
-		"the process's age: warming up while younger than --warmup.window")
+		"the process's age: warming up while younger than --warmup.period")
 	JVMInfo = add("quota_jvm_info", Info, Both,
 		"the JVM's version and GC: the thread counts HotSpot derives", "version", "gc")
 	JVMCPUCount = add("quota_jvm_cpu_count", Gauge, Both,
