@@ -24,6 +24,9 @@ func checkChart(t *testing.T, ctx context.Context, tg *target, root, work, image
 		"template", "qe", filepath.Join(root, "charts", "quota-exporter"), "--namespace", "chart",
 		"--kube-version", "1.37.2",
 		"--set", "image.registry="+registry, "--set", "image.repository="+repository, "--set", "image.tag="+tag)
+	if tg.exporterCPU != "" {
+		helm.Args = append(helm.Args, "--set", "resources.limits.cpu="+tg.exporterCPU)
+	}
 	helm.Dir = root
 	out, err := helm.Output()
 	if err != nil {

@@ -85,6 +85,10 @@ type target struct {
 	// scrapeTimeout replaces the PodMonitor's (the exporter's own --scrape.timeout bounds a
 	// scrape at 10 s; under emulation one takes seconds).
 	scrapeTimeout string
+	// exporterCPU replaces the exporter's CPU limit (kustomize DaemonSet and chart): under
+	// software emulation a guest CPU-second does a fraction of the work, and the
+	// DaemonSet's 500m left the exporter throttled past every read's time bound.
+	exporterCPU string
 }
 
 type podOverride struct {
@@ -278,6 +282,14 @@ patches:
       kind: PrometheusRule
       metadata: {name: quota-exporter, namespace: monitoring}
 `, strings.SplitN(image, ":", 2)[0], strings.SplitN(image, ":", 2)[1])
+	if tg.exporterCPU != "" {
+		kust += fmt.Sprintf(`  - target: {kind: DaemonSet, name: quota-exporter}
+    patch: |
+      - op: replace
+        path: /spec/template/spec/containers/0/resources/limits/cpu
+        value: %q
+`, tg.exporterCPU)
+	}
 	must(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644))
 	rendered, err := tg.Kubectl(ctx, "kustomize", base)
 	must(t, err)

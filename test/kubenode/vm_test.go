@@ -69,6 +69,7 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 	if h.Accel == "tcg" {
 		tg.slow = 3 // software emulation: everything in the VM is several times slower
 		tg.scrapeTimeout = "15s"
+		tg.exporterCPU = "2"
 	}
 	runSuite(t, ctx, tg, root, work, im.exporterRef)
 	checkRuntimeLayout(t, ctx, tg)
