@@ -27,6 +27,9 @@ func checkChart(t *testing.T, ctx context.Context, tg *target, root, work, image
 	if tg.exporterCPU != "" {
 		helm.Args = append(helm.Args, "--set", "resources.limits.cpu="+tg.exporterCPU)
 	}
+	for i, a := range tg.exporterArgs {
+		helm.Args = append(helm.Args, "--set", fmt.Sprintf("extraArgs[%d]=%s", i, a))
+	}
 	helm.Dir = root
 	out, err := helm.Output()
 	if err != nil {

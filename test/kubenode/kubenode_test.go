@@ -89,6 +89,11 @@ type target struct {
 	// software emulation a guest CPU-second does a fraction of the work, and the
 	// DaemonSet's 500m left the exporter throttled past every read's time bound.
 	exporterCPU string
+	// afterResize runs right after the resize check, before the slow alert checks (the VM
+	// node records its tree there).
+	afterResize func(t *testing.T)
+	// exporterArgs are added to the exporter's (kustomize DaemonSet and chart).
+	exporterArgs []string
 }
 
 type podOverride struct {
@@ -239,6 +244,9 @@ func runSuite(t *testing.T, ctx context.Context, tg *target, root, work, exporte
 	// In-place resize of the GC-storm JVM's and the Go program's CPU limits.
 	exporterURL := fmt.Sprintf("http://%s:10137/metrics", exporterPod.Status.PodIP)
 	checkResize(t, ctx, tg, exporterURL)
+	if tg.afterResize != nil {
+		tg.afterResize(t)
+	}
 
 	// Alerts: each planted problem once, with the kubelet's names; nothing from calm pods.
 	waitAlerts(t, ctx, tg)
@@ -289,6 +297,14 @@ patches:
         path: /spec/template/spec/containers/0/resources/limits/cpu
         value: %q
 `, tg.exporterCPU)
+	}
+	for _, a := range tg.exporterArgs {
+		kust += fmt.Sprintf(`  - target: {kind: DaemonSet, name: quota-exporter}
+    patch: |
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: %q
+`, a)
 	}
 	must(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644))
 	rendered, err := tg.Kubectl(ctx, "kustomize", base)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,6 +19,10 @@ type kubeletConfig struct {
 	TLSCert       string
 	TLSKey        string
 	ClientCA      string
+	// SyncFrequency is how often the kubelet syncs every pod again (10s when empty); changes
+	// from the API (a resize) are synced at once whatever it is. Longer under emulation, where
+	// each sync of every pod costs the VM seconds of CPU.
+	SyncFrequency string
 }
 
 // yaml: static pods, the server for exec and logs (client certificates of our CA only), no
@@ -55,9 +60,9 @@ serializeImagePulls: false
 evictionHard: {memory.available: "1Mi", nodefs.available: "0%%", imagefs.available: "0%%", nodefs.inodesFree: "0%%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-syncFrequency: 10s
+syncFrequency: %s
 nodeStatusUpdateFrequency: 5s
-`, k.Driver, extra.String(), k.Runtime, k.StaticPodPath, k.Address, k.Port, k.TLSCert, k.TLSKey, k.ClientCA)
+`, k.Driver, extra.String(), k.Runtime, k.StaticPodPath, k.Address, k.Port, k.TLSCert, k.TLSKey, k.ClientCA, cmp.Or(k.SyncFrequency, "10s"))
 }
 
 // containerdConfig is a containerd 1.6 configuration (version 2) with the CRI plugin.

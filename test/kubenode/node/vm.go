@@ -381,7 +381,7 @@ func (c *Cluster) kubeletFiles(spec VMSpec) (map[string][]byte, error) {
 		}
 		files["etc/kubernetes/pki/"+f] = b
 	}
-	kc := kubeletConfig{Driver: "systemd", FailCgroupV1: true, Runtime: "/run/containerd/containerd.sock",
+	kc := kubeletConfig{Driver: "systemd", FailCgroupV1: true, Runtime: "/run/containerd/containerd.sock", SyncFrequency: "1m",
 		StaticPodPath: "/etc/kubernetes/manifests", Address: VMIP, Port: 10250,
 		TLSCert: pki + "/kubelet-serving-" + spec.Name + ".crt", TLSKey: pki + "/kubelet-serving-" + spec.Name + ".key", ClientCA: pki + "/ca.crt"}
 	if spec.Kind {
@@ -442,7 +442,7 @@ func (n *VMNode) startKubelet(ctx context.Context) error {
 		"-p", "CPUAccounting=yes", "-p", "MemoryAccounting=yes", "-p", "KillMode=process",
 		"/data/bin/kubelet", "--config=/etc/kubernetes/kubelet.yaml", "--kubeconfig=/etc/kubernetes/kubelet.kubeconfig",
 		"--root-dir=/var/lib/kubelet/"+n.spec.Name,
-		"--hostname-override="+n.spec.Name, "--node-ip="+VMIP, "--v=2",
+		"--hostname-override="+n.spec.Name, "--node-ip="+VMIP, "--v=1",
 		// cAdvisor's per-container statistics every 10 s are the kubelet's largest steady cost
 		// under emulation; nothing here reads them.
 		"--housekeeping-interval=30s")
