@@ -20,14 +20,16 @@ type Files map[string]string
 
 // DumpScript prints every file a v2 collector reads of each cgroup below the given
 // directories (relative to /sys/fs/cgroup, "." for the root alone) as "--- PATH" + content.
-// vm.Files parses its output.
+// vm.Files parses its output. Files are read with the shell's own read and printf, one find
+// for the directories: under software emulation a process per file took minutes.
 const DumpScript = `cd /sys/fs/cgroup || exit 1
 for top in "$@"; do
 	if [ "$top" = . ]; then dirs=.; else dirs=$(find "$top" -type d); fi
 	for d in $dirs; do
 		for f in cgroup.controllers cgroup.procs cgroup.subtree_control cpu.pressure memory.pressure cpu.stat cpu.max cpu.max.burst cpu.weight cpuset.cpus.effective memory.current memory.max memory.high memory.peak memory.stat memory.events; do
 			[ -f "$d/$f" ] && [ -r "$d/$f" ] || continue
-			echo "--- $d/$f"; cat "$d/$f" 2>&1
+			printf -- '--- %s\n' "$d/$f"
+			while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done < "$d/$f"
 		done
 	done
 done

@@ -85,9 +85,10 @@ func (n *VMNode) AddStaticPod(ctx context.Context, file string, manifest []byte)
 	return err
 }
 
-// Exec runs a command in the VM through the agent.
+// Exec runs a command in the VM through the agent, within ten minutes (a bound: under
+// emulation a dump of the pods' cgroups takes tens of seconds).
 func (n *VMNode) Exec(ctx context.Context, argv ...string) (string, error) {
-	return n.run(ctx, nil, 120, argv...)
+	return n.run(ctx, nil, 600, argv...)
 }
 
 func (n *VMNode) SandboxIDs(ctx context.Context) ([]string, error) {
