@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/test/internal/runner"
+	"github.com/quota-exporter/quota_exporter/test/kubenode/node/agentproto"
 	"github.com/quota-exporter/quota_exporter/test/v2/vm"
 )
 
@@ -110,25 +111,12 @@ func (n *VMNode) LogTail(component string) string {
 	return runner.Tail(out, 6000)
 }
 
-// vmRequest and vmResponse are vmagent's protocol.
-type vmRequest struct {
-	Argv    []string `json:"argv"`
-	Stdin   []byte   `json:"stdin,omitempty"`
-	Timeout int      `json:"timeout"`
-}
-
-type vmResponse struct {
-	Output []byte `json:"output"`
-	Exit   int    `json:"exit"`
-	Error  string `json:"error,omitempty"`
-}
-
 func newAgentClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}}
 }
 
 func (n *VMNode) run(ctx context.Context, stdin []byte, timeout int, argv ...string) (string, error) {
-	body, _ := json.Marshal(vmRequest{Argv: argv, Stdin: stdin, Timeout: timeout})
+	body, _ := json.Marshal(agentproto.Request{Argv: argv, Stdin: stdin, Timeout: timeout})
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(timeout+10)*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://%s:%d/exec", VMIP, vmAgentPort), bytes.NewReader(body))
@@ -145,7 +133,7 @@ func (n *VMNode) run(ctx context.Context, stdin []byte, timeout int, argv ...str
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1000))
 		return "", fmt.Errorf("vmagent: %s: %s", resp.Status, b)
 	}
-	var r vmResponse
+	var r agentproto.Response
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		return "", err
 	}

@@ -20,21 +20,9 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/test/kubenode/node/agentproto"
 )
-
-// Request is one command: its argv, its standard input and a time bound in seconds.
-type Request struct {
-	Argv    []string `json:"argv"`
-	Stdin   []byte   `json:"stdin,omitempty"`
-	Timeout int      `json:"timeout"`
-}
-
-// Response is the command's combined output and exit code (-1: it could not run or timed out).
-type Response struct {
-	Output []byte `json:"output"`
-	Exit   int    `json:"exit"`
-	Error  string `json:"error,omitempty"`
-}
 
 func main() {
 	listen := flag.String("listen", "", "address to listen on")
@@ -50,7 +38,7 @@ func main() {
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
 		}
-		var req Request
+		var req agentproto.Request
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Argv) == 0 {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
@@ -61,7 +49,7 @@ func main() {
 	log.Fatal(http.ListenAndServe(*listen, nil))
 }
 
-func run(ctx context.Context, req Request) Response {
+func run(ctx context.Context, req agentproto.Request) agentproto.Response {
 	if req.Timeout <= 0 {
 		req.Timeout = 120
 	}
@@ -73,7 +61,7 @@ func run(ctx context.Context, req Request) Response {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
-	resp := Response{Output: out.Bytes(), Exit: cmd.ProcessState.ExitCode()}
+	resp := agentproto.Response{Output: out.Bytes(), Exit: cmd.ProcessState.ExitCode()}
 	if err != nil && cmd.ProcessState == nil || ctx.Err() != nil {
 		resp.Exit, resp.Error = -1, err.Error()
 	}
