@@ -629,7 +629,7 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 		sandboxes["containerd://"+id] = true
 	}
 	// The exporter's own series (recording rules' names have colons and aggregate names away).
-	res, err := tg.mon.prom.Query(ctx, fmt.Sprintf(`count by (cgroup, namespace, pod, container, pod_uid, container_id) ({job="quota-exporter", __name__=~"quota_[a-z_]+", cgroup=~"%s.*"})`, regexp.QuoteMeta(tg.layout.Kubepods)))
+	res, err := tg.mon.prom.Query(ctx, fmt.Sprintf(`count by (cgroup, namespace, pod, container, pod_uid, container_id) ({job="quota-exporter", __name__=~"quota_[a-z_]+", cgroup=~%q})`, regexp.QuoteMeta(tg.layout.Kubepods)+".*"))
 	must(t, err)
 	if len(res) == 0 {
 		t.Fatalf("no series under %s", tg.layout.Kubepods)
