@@ -216,8 +216,12 @@ func (c *Cluster) SwitchKubelet(ctx context.Context, spec VMSpec) error {
 	if _, err := n.run(ctx, nil, 600, "sh", "-c", vmRemovePods); err != nil {
 		return err
 	}
-	c.Kubectl(ctx, "delete", "node", old, "--wait=false")
-	c.Kubectl(ctx, "delete", "pods", "--all", "--all-namespaces", "--force", "--grace-period=0", "--wait=false", "--field-selector=spec.nodeName="+old)
+	if err := c.deleteNodePods(ctx, old); err != nil {
+		return err
+	}
+	if out, err := c.Kubectl(ctx, "delete", "node", old, "--wait=false"); err != nil {
+		return fmt.Errorf("delete node %s: %w: %s", old, err, out)
+	}
 	for name, content := range files {
 		if _, err := n.run(ctx, content, 60, "sh", "-c", `mkdir -p "$(dirname "$0")" && cat > "$0"`, "/"+name); err != nil {
 			return err
@@ -232,6 +236,33 @@ func (c *Cluster) SwitchKubelet(ctx context.Context, spec VMSpec) error {
 	}
 	c.vm.Logf("VM node %s Ready %s after its switch from %s", spec.Name, time.Since(start).Round(time.Second), old)
 	return nil
+}
+
+// deleteNodePods deletes the API's pods bound to node (its kubelet is gone, so nothing else
+// would: no pod garbage collector runs) and waits until they are gone, so that the next
+// kubelet's pods can be created under the same names.
+func (c *Cluster) deleteNodePods(ctx context.Context, node string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var list struct {
+			Items []struct {
+				Metadata struct{ Name, Namespace string }
+			}
+		}
+		if err := c.GetJSON(ctx, &list, "get", "pods", "--all-namespaces", "--field-selector=spec.nodeName="+node); err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d pods of node %s still in the API after 2m", len(list.Items), node)
+		}
+		for _, p := range list.Items {
+			c.Kubectl(ctx, "-n", p.Metadata.Namespace, "delete", "pod", p.Metadata.Name, "--force", "--grace-period=0", "--wait=false")
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // vmRemovePods stops the kubelet and removes what it ran: the pods' containers (their tasks
