@@ -75,6 +75,8 @@ type target struct {
 	*node.Cluster
 	layout node.Layout
 	mon    *monitoring
+	// podMonitor is examples/kubernetes' PodMonitor, set once the exporter is deployed.
+	podMonitor map[string]any
 	// runtimeClasses: pods that run with a RuntimeClass (pod name -> handler).
 	runtimeClasses map[string]string
 	// overrides change a pod's first container (pod name -> CPU limit and command), resizes
@@ -219,19 +221,7 @@ func runSuite(t *testing.T, ctx context.Context, tg *target, root, work, exporte
 	start := time.Now()
 	work = filepath.Join(work, tg.layout.Name)
 	must(t, os.MkdirAll(work, 0o755))
-	// The exporter as users deploy it: examples/kubernetes with the image replaced.
-	rendered := deployExporter(t, ctx, tg, root, work, exporterRef)
-	var podMonitor map[string]any
-	for _, doc := range strings.Split(rendered, "\n---\n") {
-		var obj map[string]any
-		if yaml.Unmarshal([]byte(doc), &obj) == nil && obj["kind"] == "PodMonitor" {
-			podMonitor = obj
-		}
-	}
-	if podMonitor == nil {
-		t.Fatal("examples/kubernetes renders no PodMonitor")
-	}
-	tg.mon = startMonitoring(t, ctx, root, filepath.Join(work, "monitoring"), scrapeConfig(t, podMonitor, tg.ControlPlane, tg.scrapeTimeout))
+	deployAndMonitor(t, ctx, tg, root, work, exporterRef)
 
 	// The workloads, then the static pod.
 	applyWorkloads(t, ctx, tg, root, work, nil)
@@ -257,6 +247,26 @@ func runSuite(t *testing.T, ctx context.Context, tg *target, root, work, exporte
 	// The Helm chart, installed beside the kustomize DaemonSet on the same node.
 	checkChart(t, ctx, tg, root, work, exporterRef)
 	t.Logf("%s: suite took %s", tg.layout.Name, time.Since(start).Round(time.Second))
+}
+
+// deployAndMonitor deploys the exporter (once per cluster) and starts Prometheus and
+// Alertmanager with the PodMonitor's job for t (they stop when t ends).
+func deployAndMonitor(t *testing.T, ctx context.Context, tg *target, root, work, exporterRef string) {
+	must(t, os.MkdirAll(work, 0o755))
+	if tg.podMonitor == nil {
+		// The exporter as users deploy it: examples/kubernetes with the image replaced.
+		rendered := deployExporter(t, ctx, tg, root, work, exporterRef)
+		for _, doc := range strings.Split(rendered, "\n---\n") {
+			var obj map[string]any
+			if yaml.Unmarshal([]byte(doc), &obj) == nil && obj["kind"] == "PodMonitor" {
+				tg.podMonitor = obj
+			}
+		}
+		if tg.podMonitor == nil {
+			t.Fatal("examples/kubernetes renders no PodMonitor")
+		}
+	}
+	tg.mon = startMonitoring(t, ctx, root, filepath.Join(work, "monitoring"), scrapeConfig(t, tg.podMonitor, tg.ControlPlane, tg.scrapeTimeout))
 }
 
 // deployExporter applies examples/kubernetes through an overlay that only replaces the image and

@@ -86,6 +86,9 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 		must(t, c.SwitchKubelet(ctx, node.VMSpec{Name: "quota-kubenode-kind", Kind: true}))
 		tg.layout = c.Node.Layout()
 		t.Logf("kind node up in %s", time.Since(start).Round(time.Millisecond))
+		// The exporter's DaemonSet runs on the new node too (deployed here when the suite was
+		// not run); monitoring for this subtest.
+		deployAndMonitor(t, ctx, tg, root, filepath.Join(work, "kind"), im.exporterRef)
 		applyWorkloads(t, ctx, tg, root, filepath.Join(work, "kind"), kindPods)
 		b, err := os.ReadFile(filepath.Join(root, "test", "kubenode", "testdata", "pods", "static-sleeper.yaml"))
 		must(t, err)
@@ -93,10 +96,10 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 		// The kustomize DaemonSet's pod (and the chart's, when it was installed), the workloads
 		// and the static pod.
 		waitRunning(t, ctx, tg, len(kindPods)+2)
-		waitScraped(t, ctx, tg)
-		checkNames(t, ctx, tg)
 		checkRuntimeLayout(t, ctx, tg)
 		recordTree(t, ctx, tg, "v2-kubelet-kind")
+		waitScraped(t, ctx, tg)
+		checkNames(t, ctx, tg)
 		t.Logf("kind took %s", time.Since(start).Round(time.Second))
 	})
 }
