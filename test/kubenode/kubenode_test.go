@@ -462,7 +462,7 @@ func checkResize(t *testing.T, ctx context.Context, tg *target, url string) {
 			if v <= 0 {
 				t.Errorf("resize: the scrape with %s's new limit %.2g has no %s", c, cores, other)
 			}
-			t.Logf("resize: %s limit %.2g (binding %.2g) and %s %.0f in the first scrape after the kernel had it (%s after the patch)", c, lim, eff, other, v, applied.Round(time.Millisecond))
+			t.Logf("resize: %s limit %.2g (binding %.2g) and %s %.0f in the first complete scrape after the kernel had it (%s after the patch)", c, lim, eff, other, v, applied.Round(time.Millisecond))
 		}
 		if len(want) > 0 && time.Now().After(deadline) {
 			t.Errorf("resize: the kubelet did not apply the new limits to the kernel within %s (left: %v)", limit, want)
