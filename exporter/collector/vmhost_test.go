@@ -26,6 +26,7 @@ var vmHost = host{name: "v2-vm-kubernetes", mode: fixture.V2}
 // them; test-kubenode fails when the node's files or their formats drift from them.
 var kubeletHosts = []host{
 	{name: "v2-kubelet-systemd", mode: fixture.V2},
+	{name: "v2-kubelet-kind", mode: fixture.V2},
 }
 
 // allHosts are the hand-written hosts and the real ones.
