@@ -43,7 +43,7 @@
     // go_sched_gomaxprocs_threads, go_sched_pauses_total_gc_seconds). '' hides the panels.
     goRuntimeSelector: 'job!="quota-exporter"',
 
-    // Windows shared by rules, alerts and dashboards.
+    // Durations shared by rules, alerts and dashboards.
     warmupPeriod: '10m',  // a process younger than this is warming up (JIT, class loading, caches)
     memoryCreepLookback: '6h',  // the trend (deriv) fitted to a cgroup's working set
     memoryCreepHorizon: '4h',  // alert when the trend reaches the limit within this

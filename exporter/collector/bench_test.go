@@ -235,22 +235,22 @@ func BenchmarkReadFloorRawAt(b *testing.B) {
 // quota; cpu-%-of-core is its cost per second at the default 1 s window.
 func BenchmarkSamplerWindow(b *testing.B) {
 	env, _ := benchEnv(b, 1000)
-	thr := newThrottleSampler(env, time.Second)
-	thr.rediscover(context.Background())
+	thr := newThrottleSampler(env, time.Second, nil)
+	thr.sampler.Rediscover(context.Background())
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
-		thr.sample(context.Background())
+		thr.sampler.Sample(context.Background())
 	}
 	b.StopTimer()
-	reportSampler(b, len(thr.series), cpuTime()-cpu)
+	reportSampler(b, len(thr.series()), cpuTime()-cpu)
 }
 
 // BenchmarkSamplerWindowRealCgroups is the same over 1000 real v1 cgroups (kernfs files, as
 // in production). Root only.
 func BenchmarkSamplerWindowRealCgroups(b *testing.B) {
 	testutil.RequireV1Cgroups(b)
-	parent := filepath.Join(testutil.V1Root, "cpu", "quota_exporter_bench")
+	parent := filepath.Join(testutil.V1Root, "cpu", "quota_exporter_bench.slice") // each cgroup a tenant of its own, as on a node
 	defer func() {
 		entries, _ := os.ReadDir(parent)
 		for _, e := range entries {
@@ -271,16 +271,16 @@ func BenchmarkSamplerWindowRealCgroups(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	thr := newThrottleSampler(env, time.Second)
-	thr.rediscover(context.Background())
+	thr := newThrottleSampler(env, time.Second, nil)
+	thr.sampler.Rediscover(context.Background())
 	defer thr.Close()
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
-		thr.sample(context.Background())
+		thr.sampler.Sample(context.Background())
 	}
 	b.StopTimer()
-	reportSampler(b, len(thr.series), cpuTime()-cpu)
+	reportSampler(b, len(thr.series()), cpuTime()-cpu)
 }
 
 // memTempDir puts benchmark trees on tmpfs when there is one: cgroup files live in memory

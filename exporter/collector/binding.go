@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
@@ -42,7 +43,7 @@ func (c *bindingCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		// costs one budget once and reads as unlimited until its read returns.
 		read, gate := c.env.Cgroups.Layout().ReadLimits, cgroupGate(c.env, "binding")
 		ancestor := func(p string) cgroupfs.Limits {
-			rctx, cancel := context.WithTimeout(ctx, cgroupReadBudget)
+			rctx, cancel := context.WithTimeout(procread.WithPool(ctx, procread.CgroupFiles, ""), cgroupReadBudget)
 			defer cancel()
 			l, err := procread.GateDo(rctx, gate, p, "cgroup files", func() (cgroupfs.Limits, error) { return read(p), nil })
 			if err != nil && !errors.Is(err, procread.ErrStuck) {
@@ -53,6 +54,7 @@ func (c *bindingCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		// The walk's bindings miss the limited ancestors the filter hid.
 		bindings = cgroupfs.Bindings(cgs, ancestor)
 	}
+	meter := budget.MeterFrom(ctx)
 	for _, cg := range cgs {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -61,7 +63,7 @@ func (c *bindingCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		if b.CPUCgroup == "" && b.MemoryCgroup == "" {
 			continue
 		}
-		e := newEmitter(ch, cgroupLabels, cgroupLabelValues(cg))
+		e := newEmitter(ch, cgroupLabels, cgroupLabelValues(cg)).metered(meter, cg)
 		if b.CPUCgroup != "" && cg.InCPU {
 			e.gauge(cpuBindingLimitDesc, b.CPUCores, b.CPUCgroup)
 		}

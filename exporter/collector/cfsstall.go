@@ -11,8 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cfsstall"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
 )
 
 func init() {
@@ -45,7 +47,7 @@ const stallForget = 5 * time.Minute
 const stallRetry = time.Second
 
 type stallSeries struct {
-	h    histogram
+	h    histogram.Histogram
 	seen time.Time // last stall or last scrape that mapped the id to a cgroup
 }
 
@@ -93,10 +95,10 @@ func (c *cfsStallCollector) read() {
 		c.mu.Lock()
 		ss := c.byID[s.CgroupID]
 		if ss == nil {
-			ss = &stallSeries{h: newHistogram(stallBuckets)}
+			ss = &stallSeries{h: histogram.New(stallBuckets)}
 			c.byID[s.CgroupID] = ss
 		}
-		ss.h.observe(s.Duration.Seconds())
+		ss.h.Observe(s.Duration.Seconds())
 		ss.seen = time.Now()
 		c.mu.Unlock()
 	}
@@ -111,6 +113,7 @@ func (c *cfsStallCollector) Close() {
 }
 
 func (c *cfsStallCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	if c.tracer == nil {
 		ch <- prometheus.MustNewConstMetric(stallAvailableDesc, prometheus.GaugeValue, 0)
 		return nil
@@ -128,7 +131,9 @@ func (c *cfsStallCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 			continue
 		}
 		ss.seen = now
-		ch <- ss.h.metric(stallSecondsDesc, newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs, nil)
+		if m := histogramMetric(&ss.h, stallSecondsDesc, newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs, nil); meter.For(cg).TakeN(histogramUnits(m)) {
+			ch <- m
+		}
 	}
 	c.mu.Unlock()
 	if n, err := c.tracer.Lost(); err == nil {

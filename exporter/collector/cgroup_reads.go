@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
@@ -42,14 +43,16 @@ func cgroupGate(env *Env, name string) *procread.Gate {
 // to ch.
 func collectCgroups(ctx context.Context, gate *procread.Gate, cgs []cgroupfs.Cgroup, t *tally, ch chan<- prometheus.Metric,
 	read func(cgroupfs.Cgroup, emitter) error) {
-	budget := cgroupReadBudget
+	item := cgroupReadBudget
 	if dl, ok := ctx.Deadline(); ok {
-		budget = min(budget, max(time.Until(dl)/2, 10*time.Millisecond))
+		item = min(item, max(time.Until(dl)/2, 10*time.Millisecond))
 	}
-	b := procread.Budget{Workers: min(runtime.GOMAXPROCS(0), len(cgs)/64+1), Item: budget, Gate: gate, Kind: "cgroup files"}
+	b := procread.Budget{Workers: min(runtime.GOMAXPROCS(0), len(cgs)/64+1), Item: item, Gate: gate, Kind: "cgroup files",
+		Pool: procread.CgroupFiles}
+	meter := budget.MeterFrom(ctx)
 	res := procread.Map(ctx, b, cgs, func(cg cgroupfs.Cgroup) string { return cg.Path }, func(cg cgroupfs.Cgroup) ([]prometheus.Metric, error) {
 		buf := make(chan prometheus.Metric, cgroupSeriesMax)
-		err := read(cg, newEmitter(buf, cgroupLabels, cgroupLabelValues(cg)))
+		err := read(cg, newEmitter(buf, cgroupLabels, cgroupLabelValues(cg)).metered(meter, cg))
 		close(buf)
 		out := make([]prometheus.Metric, 0, len(buf))
 		for m := range buf {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -76,12 +76,12 @@ func TestCgroupFilesBlockedInKernel(t *testing.T) {
 	fuse.WaitRead(t, 5*time.Second) // the read is in the kernel now
 	begin := time.Now()
 	st, err := env.Cgroups.Settings(ok, true)
-	if d := time.Since(begin); err != nil || !st.HasWeight || st.Weight != 200 || d > source.SettingsBudget/2 {
+	if d := time.Since(begin); err != nil || !st.HasWeight || st.Weight != 200 || d > cgroups.SettingsBudget/2 {
 		t.Fatalf("another cgroup's settings while one read is stuck: %+v, %v after %v", st, err, d)
 	}
 	r := <-first
-	if !errors.Is(r.err, procread.ErrTimeout) || r.took > source.SettingsBudget+500*time.Millisecond {
-		t.Fatalf("stuck read: %v after %v; want a timeout after about %v", r.err, r.took, source.SettingsBudget)
+	if !errors.Is(r.err, procread.ErrTimeout) || r.took > cgroups.SettingsBudget+500*time.Millisecond {
+		t.Fatalf("stuck read: %v after %v; want a timeout after about %v", r.err, r.took, cgroups.SettingsBudget)
 	}
 	gate := env.Cgroups.WalkOptions().Gate
 	if n := gate.Stuck()["cpu settings"]; n != 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
@@ -78,7 +79,7 @@ func hostCPUs(env *Env) int {
 			return n
 		}
 	}
-	n, _ := cgroupfs.ReadCpusetCount(filepath.Join(env.Config.SysPath, "devices", "system", "cpu", "online"))
+	n, _ := kernel.OnlineCPUs(env.Config.SysPath)
 	return n
 }
 

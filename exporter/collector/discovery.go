@@ -5,7 +5,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 )
 
 var (
@@ -23,7 +23,7 @@ var (
 // DiscoveryStats exports what the cgroup source's last walk left out and whether it sees the
 // host's processes; register it with the exporter's own registry.
 type DiscoveryStats struct {
-	cgroups *source.Cgroups
+	cgroups *cgroups.Source
 }
 
 func (d DiscoveryStats) Describe(ch chan<- *prometheus.Desc) {

@@ -5,13 +5,13 @@ package collector
 import (
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -23,6 +23,10 @@ type emitter struct {
 	names  []string
 	labels []string
 	pairs  []*dto.LabelPair // labels sorted by name, as client_golang writes them
+	// quota is the series budget of the cgroup's or process's tenant in this scrape: a series
+	// beyond it is not sent (nil: no bound). labelBytes are its shared label values' bytes.
+	quota      *budget.Quota
+	labelBytes int
 }
 
 func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
@@ -36,7 +40,32 @@ func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
 	return emitter{ch: ch, names: names, labels: values, pairs: pairs}
 }
 
+// metered returns e sending within the series budget of the scrape (ctx's meter) for cg's
+// tenant.
+func (e emitter) metered(meter *budget.Meter, cg cgroupfs.Cgroup) emitter {
+	e.quota = meter.For(cg)
+	for _, v := range e.labels {
+		e.labelBytes += len(v)
+	}
+	return e
+}
+
+// take takes one series with extra label values from the quota.
+func (e emitter) take(extra []string) bool {
+	if e.quota == nil {
+		return true
+	}
+	n := e.labelBytes
+	for _, v := range extra {
+		n += len(v)
+	}
+	return e.quota.Take(n)
+}
+
 func (e emitter) gauge(d *prometheus.Desc, v float64, extra ...string) {
+	if !e.take(extra) {
+		return
+	}
 	if pairs, ok := e.pairsWith(d, extra); ok {
 		e.ch <- &sharedLabelsMetric{desc: d, pairs: pairs, gauge: &dto.Gauge{Value: &v}}
 		return
@@ -45,6 +74,9 @@ func (e emitter) gauge(d *prometheus.Desc, v float64, extra ...string) {
 }
 
 func (e emitter) counter(d *prometheus.Desc, v float64, extra ...string) {
+	if !e.take(extra) {
+		return
+	}
 	if pairs, ok := e.pairsWith(d, extra); ok {
 		e.ch <- &sharedLabelsMetric{desc: d, pairs: pairs, counter: &dto.Counter{Value: &v}}
 		return
@@ -60,61 +92,20 @@ func (e emitter) pairsWith(d *prometheus.Desc, extra []string) ([]*dto.LabelPair
 	if len(extra) == 0 {
 		return e.pairs, true
 	}
-	dl := labelsOf(d, len(e.names)+len(extra))
-	if dl == nil || !slices.Equal(dl.names[:len(e.names)], e.names) {
+	names := descLabels[d]
+	if len(names) != len(e.names)+len(extra) || !slices.Equal(names[:len(e.names)], e.names) {
 		return nil, false
 	}
-	pairs := make([]*dto.LabelPair, 0, len(e.pairs)+len(dl.consts)+len(extra))
-	pairs = append(append(pairs, e.pairs...), dl.consts...)
+	pairs := make([]*dto.LabelPair, 0, len(e.pairs)+len(extra))
+	pairs = append(pairs, e.pairs...)
 	values := make([]string, len(extra)) // one allocation for the values' addresses
 	for i, v := range extra {
 		if values[i] = tenantstr.Label(v); values[i] != "" {
-			pairs = append(pairs, &dto.LabelPair{Name: &dl.names[len(e.names)+i], Value: &values[i]})
+			pairs = append(pairs, &dto.LabelPair{Name: &names[len(e.names)+i], Value: &values[i]})
 		}
 	}
 	slices.SortFunc(pairs, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return pairs, true
-}
-
-// descLabels are a descriptor's variable label names in order, and its constant pairs.
-type descLabels struct {
-	names  []string
-	consts []*dto.LabelPair
-}
-
-// descLabelCache maps a *prometheus.Desc to its *descLabels (nil: not learnable).
-var descLabelCache sync.Map
-
-// labelsOf learns d's variable label names once: prometheus.Desc does not expose them, so
-// it writes a metric with n numbered placeholder values and reads back which name got
-// which. nil when d does not take n values.
-func labelsOf(d *prometheus.Desc, n int) *descLabels {
-	if v, ok := descLabelCache.Load(d); ok {
-		return v.(*descLabels)
-	}
-	var dl *descLabels
-	placeholders := make([]string, n)
-	for i := range placeholders {
-		placeholders[i] = "\x00" + strconv.Itoa(i)
-	}
-	var out dto.Metric
-	if m, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, 0, placeholders...); err == nil && m.Write(&out) == nil {
-		dl = &descLabels{names: make([]string, n)}
-		found := 0
-		for _, lp := range out.Label {
-			if i, err := strconv.Atoi(strings.TrimPrefix(lp.GetValue(), "\x00")); err == nil && strings.HasPrefix(lp.GetValue(), "\x00") && i < n {
-				dl.names[i] = lp.GetName()
-				found++
-			} else {
-				dl.consts = append(dl.consts, lp)
-			}
-		}
-		if found != n {
-			dl = nil
-		}
-	}
-	v, _ := descLabelCache.LoadOrStore(d, dl)
-	return v.(*descLabels)
 }
 
 // with appends extra label values, made valid UTF-8 (a JVM's version string comes from its

@@ -4,13 +4,30 @@ package collector
 
 import (
 	"fmt"
+	"github.com/alecthomas/kingpin/v2"
 	"log/slog"
 	"regexp"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 )
+
+func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("path.procfs", "procfs mountpoint.").Default("/proc").StringVar(&f.cfg.ProcPath)
+		app.Flag("path.sysfs", "sysfs mountpoint (cgroups are found under <sysfs>/fs/cgroup via mountinfo).").Default("/sys").StringVar(&f.cfg.SysPath)
+		f.regexpFlag(app, "cgroup.include", "Regexp of cgroup paths to watch (matched against the whole path).", ".*", func(c *Config) **regexp.Regexp { return &c.CgroupInclude })
+		f.regexpFlag(app, "cgroup.exclude", "Regexp of cgroup paths not to watch (matched against the whole path).", "", func(c *Config) **regexp.Regexp { return &c.CgroupExclude })
+		app.Flag("cgroup.bare-container-runtime", "Runtime prefix for container cgroups named by a bare 64-hex id (Kubernetes cgroupfs driver): containerd, cri-o or docker.").Default("containerd").EnumVar(&f.cfg.BareContainerRuntime, "containerd", "cri-o", "docker")
+		minRes := app.Flag("process.min-resident", "Export processes that are neither JVM nor Go when their resident memory is at least this.").Default("64MiB").Bytes()
+		f.finish = append(f.finish, func(c *Config) error { c.ProcessMinResident = uint64(*minRes); return nil })
+		f.regexpFlag(app, "process.include", "Regexp of process names to export (whole name).", ".*", func(c *Config) **regexp.Regexp { return &c.ProcessInclude })
+		f.regexpFlag(app, "process.exclude", "Regexp of process names not to export (whole name).", "", func(c *Config) **regexp.Regexp { return &c.ProcessExclude })
+	})
+}
 
 // Config is everything the collectors are configured with; main fills it from flags.
 type Config struct {
@@ -40,6 +57,10 @@ type Config struct {
 	// GoPausePausesPerSecond each process's pauses through the shared ring buffer; 0 means
 	// gopause.DefaultMaxProbes and gopause.DefaultPausesPerSecond.
 	GoPauseMaxProbes, GoPausePausesPerSecond int
+	// Budgets bound what each tenant (pod, container, top-level cgroup) and the node may
+	// cost: cgroups exported, processes inspected, series, sampled cgroups, stuck reads (the
+	// --budget.* flags); nil means budget.Defaults().
+	Budgets *budget.Limits
 }
 
 // Env is what the collectors share, created once per exporter by NewEnv: configuration,
@@ -52,8 +73,8 @@ type Env struct {
 	Config    Config
 	Logger    *slog.Logger
 	Errors    *ErrorCounter
-	Cgroups   *source.Cgroups
-	Processes *source.Processes
+	Cgroups   *cgroups.Source
+	Processes *processes.Source
 	// Stuck owns the stuck-read gates (procread.Gate) of the sources and collectors and
 	// exports their stuck reads; register it with the exporter's own registry.
 	Stuck *StuckReads
@@ -66,26 +87,35 @@ type Env struct {
 	// Descriptors is the budget of descriptors the throttle sampler (open cpu.stat files) and
 	// the v1 OOM watcher (eventfds) hold together.
 	Descriptors *fdbudget.Budget
+	// Budgets keeps the books of the per-tenant budgets (what each left out, by reason) and
+	// exports them; register it with the exporter's own registry.
+	Budgets *Budgets
 }
 
 // NewEnv finds the cgroup hierarchies and prepares the sources.
 func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	errs := NewErrorCounter(logger)
+	limits := budget.Defaults()
+	if cfg.Budgets != nil {
+		limits = *cfg.Budgets
+	}
 	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath, cfg.ProcPath),
-		Descriptors: fdbudget.FromRlimit()}
-	opts := source.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
-		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(source.DiscoveryErrors)}
+		Descriptors: fdbudget.FromRlimit(), Budgets: newBudgets(limits, logger)}
+	opts := cgroups.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
+		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(cgroups.DiscoveryErrors), Budgets: env.Budgets.Book}
 	if env.PodNames != nil {
 		opts.Names = env.PodNames
 	}
 	var err error
-	if env.Cgroups, err = source.NewCgroups(opts, logger, errs); err != nil {
+	if env.Cgroups, err = cgroups.New(opts, logger, errs); err != nil {
 		return nil, err
 	}
 	env.Discovery = DiscoveryStats{cgroups: env.Cgroups}
-	filter := source.Filter{MinResident: cfg.ProcessMinResident, Include: cfg.ProcessInclude, Exclude: cfg.ProcessExclude}
-	if env.Processes, err = source.NewProcesses(cfg.ProcPath, env.Cgroups, errs, env.Stuck.Gate(source.ProcessErrors), filter); err != nil {
+	filter := processes.Filter{MinResident: cfg.ProcessMinResident, Include: cfg.ProcessInclude, Exclude: cfg.ProcessExclude}
+	if env.Processes, err = processes.New(cfg.ProcPath, env.Cgroups, errs, env.Stuck.Gate(processes.ProcessErrors), filter); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)
 	}
+	env.Processes.Budgets = env.Budgets.Book
+	env.Budgets.watch(env.Cgroups)
 	return env, nil
 }

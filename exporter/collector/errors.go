@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 // logEvery limits the log to one line per collector and reason in this interval: a
@@ -75,7 +76,7 @@ func Reason(err error) string {
 // recently. It returns the reason.
 func (e *ErrorCounter) Record(collector, subject string, err error) string {
 	reason := Reason(err)
-	if _, ok := err.(source.Counted); ok {
+	if _, ok := err.(cgroups.Counted); ok {
 		return reason
 	}
 	e.vec.WithLabelValues(collector, reason).Inc()
@@ -93,7 +94,7 @@ func (e *ErrorCounter) Record(collector, subject string, err error) string {
 		if reason == "vanished" {
 			level = slog.LevelDebug
 		}
-		e.logger.Log(nil, level, "skipped unreadable input (logged once per collector and reason every 5m)",
+		e.logger.Log(context.Background(), level, "skipped unreadable input (logged once per collector and reason every 5m)",
 			"collector", collector, "reason", reason, "subject", subject, "err", err)
 	}
 	return reason

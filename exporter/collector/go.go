@@ -12,8 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 )
 
 func init() {
@@ -40,19 +41,20 @@ type goReading struct {
 	at   time.Time
 }
 
-var goSlot = source.NewSlot[goReading]()
+var goSlot = processes.NewSlot[goReading]()
 
 type goCollector struct{ env *Env }
 
 func newGoCollector(env *Env) (Collector, error) { return &goCollector{env}, nil }
 
 func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	t := newProcessTally("go", c.env.Errors)
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
-	procs := source.WithRuntime(all, source.RuntimeGo)
+	procs := processes.WithRuntime(all, processes.RuntimeGo)
 	// Build info and environment are re-read in parallel, skipped per process while stuck.
-	res := source.Each(ctx, src, procs, "exe", func(ctx context.Context, p *source.Process) (*goruntime.Info, error) {
+	res := processes.Each(ctx, src, procs, "exe", func(ctx context.Context, p *processes.Process) (*goruntime.Info, error) {
 		r := goSlot.Load(p)
 		info, at := r.info, r.at
 		if info == nil {
@@ -75,12 +77,12 @@ func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 		p := procs[i]
 		info := r.Value
 		if r.Err != nil {
-			t.add(fmt.Sprintf("pid %d", p.PID), source.CountOnce(r.Err))
+			t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
 		}
 		if info == nil {
 			continue
 		}
-		e := newEmitter(ch, processLabels, processLabelValues(p))
+		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)
 		e.gauge(goInfoDesc, 1, info.GoVersion, strconv.FormatBool(info.AutoMaxProcs), strconv.FormatBool(info.ContainerAware))
 		e.gauge(goMaxProcsDesc, float64(info.GOMAXPROCS))
 	}

@@ -103,12 +103,12 @@ func scrapeCgroups(t testing.TB, env *Env, more ...string) string {
 	t.Helper()
 	cpu, _ := newCPUCollector(env)
 	mem, _ := newMemoryCollector(env)
-	thr := newThrottleSampler(env, time.Second)
+	thr := newThrottleSampler(env, time.Second, nil)
 	defer thr.Close()
-	thr.rediscover(context.Background())
-	thr.sample(context.Background())
+	thr.sampler.Rediscover(context.Background())
+	thr.sampler.Sample(context.Background())
 	bumpThrottling(t, env, 10, 3, 0.2)
-	thr.sample(context.Background())
+	thr.sampler.Sample(context.Background())
 	cs := map[string]Collector{"cpu": cpu, "memory": mem, "throttle": thr}
 	for _, n := range more {
 		c, err := registry[n].factory(env)

@@ -6,16 +6,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/alecthomas/kingpin/v2"
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("gopause.max-probes", "Cap on the gopause collector's uprobes on this node (2 or 3 per Go process); processes beyond it are refused and counted in quota_exporter_gopause_refused_processes_total{reason=\"node_probe_limit\"}.").Default(strconv.Itoa(gopause.DefaultMaxProbes)).IntVar(&f.cfg.GoPauseMaxProbes)
+		app.Flag("gopause.pauses-per-second", "Pauses one process may send per second through the gopause collector's shared ring buffer; beyond it they are dropped in the kernel and counted in quota_exporter_gopause_limited_pauses_total.").Default(strconv.Itoa(gopause.DefaultPausesPerSecond)).IntVar(&f.cfg.GoPausePausesPerSecond)
+	})
 	register("gopause", false, "Go stop-the-world pause lengths, timed by entry uprobes on the runtime (needs CAP_BPF and CAP_PERFMON, host PID namespace)", newGoPauseCollector,
 		goSTWPauseDesc, goPauseAvailableDesc, goPauseAttachedDesc, goPauseLostDesc, goPauseLimitedDesc, goPauseProbesDesc, goPauseRefusedDesc)
 }
@@ -61,7 +69,7 @@ type goPauseCollector struct {
 	unsupported bool
 
 	mu      sync.Mutex
-	procs   map[source.Key]*pausedProcess
+	procs   map[processes.Key]*pausedProcess
 	byPID   map[int]*pausedProcess
 	refused map[string]float64 // by reason
 }
@@ -71,11 +79,11 @@ type pausedProcess struct {
 	pid       int
 	attach    *gopause.Attachment
 	goVersion string
-	hists     map[string]*histogram // by kind
+	hists     map[string]*histogram.Histogram // by kind
 }
 
 func newGoPauseCollector(env *Env) (Collector, error) {
-	c := &goPauseCollector{env: env, procs: map[source.Key]*pausedProcess{}, byPID: map[int]*pausedProcess{}, refused: map[string]float64{}}
+	c := &goPauseCollector{env: env, procs: map[processes.Key]*pausedProcess{}, byPID: map[int]*pausedProcess{}, refused: map[string]float64{}}
 	tr, err := gopause.New(c.observe, gopause.Options{MaxProbes: env.Config.GoPauseMaxProbes, PausesPerSecond: env.Config.GoPausePausesPerSecond})
 	if err != nil {
 		// Not fatal: the exporter runs on without this collector's series, says why once.
@@ -98,11 +106,11 @@ func (c *goPauseCollector) observe(p gopause.Pause) {
 	kind := gopause.Kind(pp.goVersion, p.Reason)
 	h := pp.hists[kind]
 	if h == nil {
-		nh := newHistogram(stwBuckets)
+		nh := histogram.New(stwBuckets)
 		h = &nh
 		pp.hists[kind] = h
 	}
-	h.observe(p.Duration.Seconds())
+	h.Observe(p.Duration.Seconds())
 }
 
 // evict detaches the processes the source has forgotten (called under its lock).
@@ -118,7 +126,7 @@ func (c *goPauseCollector) evict(keep func(pid int, start uint64) bool) {
 }
 
 // detach is called under c.mu.
-func (c *goPauseCollector) detach(k source.Key, pp *pausedProcess) {
+func (c *goPauseCollector) detach(k processes.Key, pp *pausedProcess) {
 	if pp.attach != nil {
 		pp.attach.Close()
 	}
@@ -129,6 +137,7 @@ func (c *goPauseCollector) detach(k source.Key, pp *pausedProcess) {
 }
 
 func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	c.mu.Lock()
 	unavailable := c.tracer == nil || c.unsupported
 	c.mu.Unlock()
@@ -139,8 +148,8 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 	t := newProcessTally("gopause", c.env.Errors)
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
-	procs := source.WithRuntime(all, source.RuntimeGo)
-	var fresh []*source.Process
+	procs := processes.WithRuntime(all, processes.RuntimeGo)
+	var fresh []*processes.Process
 	c.mu.Lock()
 	for _, p := range procs {
 		if _, ok := c.procs[p.Key()]; !ok {
@@ -148,7 +157,7 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		}
 	}
 	c.mu.Unlock()
-	res := source.Each(ctx, src, fresh, "gopause", func(ctx context.Context, p *source.Process) (struct{}, error) {
+	res := processes.Each(ctx, src, fresh, "gopause", func(ctx context.Context, p *processes.Process) (struct{}, error) {
 		return struct{}{}, c.attach(p)
 	})
 	for i, r := range res {
@@ -163,7 +172,7 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 			continue
 		}
 		if r.Err != nil {
-			t.add(fmt.Sprintf("pid %d", fresh[i].PID), source.CountOnce(r.Err))
+			t.add(fmt.Sprintf("pid %d", fresh[i].PID), processes.CountOnce(r.Err))
 		}
 	}
 	// Built under the lock, sent after it: the tracer's goroutine must not wait on a slow scrape.
@@ -181,7 +190,9 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 			continue
 		}
 		for kind, h := range pp.hists {
-			out = append(out, h.metric(goSTWPauseDesc, newEmitter(nil, goSTWPauseLabels, processLabelValues(p, kind)).pairs, nil))
+			if m := histogramMetric(h, goSTWPauseDesc, newEmitter(nil, goSTWPauseLabels, processLabelValues(p, kind)).pairs, nil); meter.For(p.Cgroup).TakeN(histogramUnits(m)) {
+				out = append(out, m)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -205,16 +216,16 @@ func (c *goPauseCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 // the very file it parsed (gopause.Tracer.AttachProcess). The outcome is kept either way: a
 // process is tried once per pid and start time. A refusal is counted by reason and logged
 // once, not counted as a read error.
-func (c *goPauseCollector) attach(p *source.Process) error {
+func (c *goPauseCollector) attach(p *processes.Process) error {
 	key := p.Key()
-	pp := &pausedProcess{pid: p.PID, hists: map[string]*histogram{}}
+	pp := &pausedProcess{pid: p.PID, hists: map[string]*histogram.Histogram{}}
 	a, tg, err := c.tracer.AttachProcess(c.env.Config.ProcPath, p.PID)
 	if err == nil {
 		pp.attach, pp.goVersion = a, tg.GoVersion
 		// Series for the kinds this version reports from the first scrape on, so rate()
 		// sees their first pauses.
 		for _, k := range []string{gopause.Kind(tg.GoVersion, 1), gopause.Kind(tg.GoVersion, 0)} {
-			h := newHistogram(stwBuckets)
+			h := histogram.New(stwBuckets)
 			pp.hists[k] = &h
 		}
 	}

@@ -9,8 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 )
 
 func init() {
@@ -58,21 +59,22 @@ var (
 )
 
 // jvmNoteSlot is true once a process's "perf data unavailable" was logged.
-var jvmNoteSlot = source.NewSlot[bool]()
+var jvmNoteSlot = processes.NewSlot[bool]()
 
 type jvmCollector struct{ env *Env }
 
 func newJVMCollector(env *Env) (Collector, error) { return &jvmCollector{env}, nil }
 
 func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	t := newProcessTally("jvm", c.env.Errors)
 	t.tolerated["perf_data_mismatch"] = true // counted and logged; a state of one JVM, not a failed collector
 	src := c.env.Processes
 	all, _ := src.Processes(ctx)
-	procs := source.WithRuntime(all, source.RuntimeJVM)
+	procs := processes.WithRuntime(all, processes.RuntimeJVM)
 	// Perf data and thread names, in parallel and skipped per process while stuck; detection's
 	// reading of this scrape is reused.
-	res := source.Each(ctx, src, procs, "perf data", func(ctx context.Context, p *source.Process) (*jvm.Info, error) {
+	res := processes.Each(ctx, src, procs, "perf data", func(ctx context.Context, p *processes.Process) (*jvm.Info, error) {
 		if p.DetectedJVM() != nil {
 			return p.DetectedJVM(), nil
 		}
@@ -81,10 +83,10 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 	for i, r := range res {
 		p, info := procs[i], r.Value
 		if r.Err != nil {
-			t.add(fmt.Sprintf("pid %d", p.PID), source.CountOnce(r.Err))
+			t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
 			continue
 		}
-		e := newEmitter(ch, processLabels, processLabelValues(p))
+		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)
 		version := ""
 		if info.Version.Known() {
 			version = info.Version.String()
@@ -133,7 +135,7 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 
 // logUnavailable says once per process why its perf data is missing; it is a state of the
 // JVM, not an exporter error.
-func (c *jvmCollector) logUnavailable(p *source.Process, info *jvm.Info) {
+func (c *jvmCollector) logUnavailable(p *processes.Process, info *jvm.Info) {
 	if jvmNoteSlot.Swap(p, true) {
 		return
 	}

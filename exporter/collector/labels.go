@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -27,20 +27,35 @@ func cgroupLabelValues(cg cgroupfs.Cgroup, extra ...string) []string {
 		// Tenants choose names, versions and paths: one rule for every label value.
 		vals[i] = tenantstr.Label(v)
 	}
+	if cg.Label != "" {
+		vals[0] = cg.Label // unique among the walk's cgroups (tenantstr.Unique)
+	}
 	return vals
 }
 
+// descLabels are the variable label names of every descriptor newCgroupDesc and
+// newProcessDesc made, in order (prometheus.Desc does not expose them): the emitters build
+// label pairs from them. Filled as the package's descriptors are initialised, read-only after.
+var descLabels = map[*prometheus.Desc][]string{}
+
+// newLabelledDesc makes a descriptor without constant labels and records its label names.
+func newLabelledDesc(name, help string, labels []string) *prometheus.Desc {
+	d := prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
+	descLabels[d] = labels
+	return d
+}
+
 func newCgroupDesc(name, help string, extra ...string) *prometheus.Desc {
-	return prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, cgroupLabels...), extra...), nil)
+	return newLabelledDesc(name, help, append(append([]string{}, cgroupLabels...), extra...))
 }
 
 // processLabels extend the cgroup identity on every per-process series.
 var processLabels = append(append([]string{}, cgroupLabels...), "process", "runtime")
 
 func newProcessDesc(name, help string, extra ...string) *prometheus.Desc {
-	return prometheus.NewDesc(namespace+"_"+name, help, append(append([]string{}, processLabels...), extra...), nil)
+	return newLabelledDesc(name, help, append(append([]string{}, processLabels...), extra...))
 }
 
-func processLabelValues(p *source.Process, extra ...string) []string {
+func processLabelValues(p *processes.Process, extra ...string) []string {
 	return append(cgroupLabelValues(p.Cgroup, p.Name, p.Runtime), extra...)
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 )
 
 // runtimeCollectorNames are the collectors that read per-process state.
@@ -95,7 +95,7 @@ func TestExecForgetsJVM(t *testing.T) {
 	procs, _ := env.Processes.Processes(context.Background())
 	var jvmPID int
 	for _, p := range procs {
-		if p.Runtime == source.RuntimeJVM {
+		if p.Runtime == processes.RuntimeJVM {
 			jvmPID = p.PID
 			break
 		}
@@ -118,7 +118,7 @@ func TestExecForgetsJVM(t *testing.T) {
 	}
 	procs, _ = env.Processes.Processes(context.Background())
 	for _, p := range procs {
-		if p.PID == jvmPID && p.Runtime == source.RuntimeJVM {
+		if p.PID == jvmPID && p.Runtime == processes.RuntimeJVM {
 			t.Errorf("pid %d still a JVM after exec", jvmPID)
 		}
 	}

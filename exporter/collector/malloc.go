@@ -4,13 +4,15 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 )
 
 func init() {
@@ -46,7 +48,7 @@ type heapLayout struct {
 }
 
 // heapSlot is the one owner of each process's heap layout; smaps reads it too.
-var heapSlot = source.NewSlot[heapLayout]()
+var heapSlot = processes.NewSlot[heapLayout]()
 
 type mallocCollector struct{ env *Env }
 
@@ -55,7 +57,7 @@ func newMallocCollector(env *Env) (Collector, error) { return &mallocCollector{e
 // heapLayoutOf returns the heap layout of p kept on its state, re-reading it (maps, a few
 // words of mem, environ once) when older than mallocRefresh. The malloc collector and the
 // smaps refresher both read it from here.
-func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout, error) {
+func heapLayoutOf(ctx context.Context, env *Env, p *processes.Process) (heapLayout, error) {
 	h := heapSlot.Load(p)
 	if !h.at.IsZero() && time.Since(h.at) < mallocRefresh {
 		return h, nil
@@ -63,6 +65,10 @@ func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout,
 	environ, envErr := env.Processes.Environ(ctx, p)
 	st, limit, err := malloc.InspectWithLimit(ctx, env.Config.ProcPath, env.Config.SysPath, p.PID,
 		malloc.Known{Env: environ, EnvErr: envErr, ThreadNames: p.ThreadNames(ctx, env.Config.ProcPath), Allocators: env.Processes.Allocators})
+	if errors.Is(err, malloc.ErrLoading) {
+		// Looked at a moment after its exec: not a failure, and not to be remembered.
+		return heapLayout{failed: true}, nil
+	}
 	if st == nil {
 		// Remember the failure so a process we may not read is not retried every scrape.
 		h = heapLayout{at: time.Now(), failed: true}
@@ -74,20 +80,21 @@ func heapLayoutOf(ctx context.Context, env *Env, p *source.Process) (heapLayout,
 }
 
 func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	t := newProcessTally("malloc", c.env.Errors)
 	procs, _ := c.env.Processes.Processes(ctx)
 	heuristic := 0
 	// maps, mem and environ, in parallel and skipped per process while stuck.
-	res := source.Each(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *source.Process) (heapLayout, error) {
+	res := processes.Each(ctx, c.env.Processes, procs, "maps", func(ctx context.Context, p *processes.Process) (heapLayout, error) {
 		return heapLayoutOf(ctx, c.env, p)
 	})
 	for i, r := range res {
 		p, entry := procs[i], r.Value
-		t.add(fmt.Sprintf("pid %d", p.PID), source.CountOnce(r.Err))
+		t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
 		if entry.failed || entry.state == nil {
 			continue
 		}
-		e := newEmitter(ch, processLabels, processLabelValues(p))
+		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)
 		e.gauge(allocatorInfoDesc, 1, entry.state.Allocator)
 		if entry.state.Allocator != malloc.Glibc {
 			continue

@@ -5,6 +5,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"github.com/alecthomas/kingpin/v2"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,9 @@ import (
 )
 
 func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("memory.detail", "Add memory.stat by type (anon, file, kernel, sock, shmem, anon_thp), memory.events (high, max, oom, oom_group_kill; v2), the peak usage and memory.high to the memory collector: what an RSS-creep investigation needs, 7-13 more series per cgroup than the default budget.").BoolVar(&f.cfg.MemoryDetail)
+	})
 	register("memory", true, "cgroup memory limit, usage, working set, RSS, cache and OOM kills", newMemoryCollector,
 		memLimitDesc, memUsageDesc, memWorkingSetDesc, memRSSDesc, memCacheDesc, memOOMKillsDesc,
 		memPressureWaitingDesc, memPressureStalledDesc,

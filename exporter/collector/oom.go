@@ -5,17 +5,22 @@ package collector
 import (
 	"context"
 	"errors"
+	"github.com/alecthomas/kingpin/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("oom.retention", "How long quota_memory_oom_kills_total of a removed cgroup is still exported (oom collector): a few scrape intervals plus the windows of increase() in the alerts.").Default("15m").DurationVar(&f.cfg.OOMRetention)
+	})
 	register("oom", true, "OOM kills of cgroups that are already gone: cgroup v2 memory.events watched with inotify, "+
 		"v1 memory.oom_control notifications through cgroup.event_control and an eventfd; kept under the dead container's identity for "+
 		oomwatch.DefaultRetention.String()+" (--oom.retention)", newOOMCollector, oomWatchedDesc, oomUnwatchedDesc)
@@ -35,7 +40,7 @@ type oomCollector struct {
 	env    *Env
 	w      *oomwatch.Watcher
 	syncs  *oomwatch.Syncer
-	walks  *source.Subscription // the cgroup source's walks, applied by syncs
+	walks  *cgroups.Subscription // the cgroup source's walks, applied by syncs
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -112,8 +117,9 @@ func exportGone(ctx context.Context, env *Env, ch chan<- prometheus.Metric, r *o
 	for _, cg := range cgs {
 		live[cg.Path] = true
 	}
+	meter := budget.MeterFrom(ctx)
 	for _, g := range r.Gone(func(p string) bool { return live[p] }) {
-		newEmitter(ch, cgroupLabels, cgroupLabelValues(g.Cgroup)).counter(memOOMKillsDesc, float64(g.Kills))
+		newEmitter(ch, cgroupLabels, cgroupLabelValues(g.Cgroup)).metered(meter, g.Cgroup).counter(memOOMKillsDesc, float64(g.Kills))
 	}
 }
 

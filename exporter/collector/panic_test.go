@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -32,10 +32,10 @@ func TestPanicInProcessReaderCostsOneProcess(t *testing.T) {
 		t.Fatalf("fixture processes: %d, %v", len(procs), errs)
 	}
 	bad := procs[len(procs)/2].PID
-	res := source.Each(context.Background(), env.Processes, procs, "panic test", func(_ context.Context, p *source.Process) (int, error) {
+	res := processes.Each(context.Background(), env.Processes, procs, "panic test", func(_ context.Context, p *processes.Process) (int, error) {
 		if p.PID == bad {
 			var m map[string]int
-			m["crafted"]++ // a nil map write: a runtime panic, as a parser bug would raise
+			m["crafted"]++ //nolint:staticcheck // a nil map write: a runtime panic, as a parser bug would raise
 		}
 		return p.PID, nil
 	})

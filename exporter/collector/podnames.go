@@ -5,6 +5,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"github.com/alecthomas/kingpin/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,12 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kubenames"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
+
+func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("path.podlogs", "The host's /var/log: the kubelet's pods/ and containers/ directories there name the pods and containers (namespace, pod, container labels). Only directory names are read. Empty: no names.").Default("/var/log").StringVar(&f.cfg.PodLogsPath)
+	})
+}
 
 var (
 	podNamesRefreshesDesc = selfMetric(prometheus.NewDesc(namespace+"_exporter_kubenames_refreshes_total",

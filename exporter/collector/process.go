@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
@@ -42,6 +43,7 @@ func newProcessCollector(env *Env) (Collector, error) {
 }
 
 func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	t := newProcessTally("process", c.env.Errors)
 	src := c.env.Processes
 	procs, errs := src.Processes(ctx)
@@ -50,8 +52,8 @@ func (c *processCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 		t.note(err) // counted by the process source
 	}
 	for _, p := range procs {
-		e := newEmitter(ch, processLabels, processLabelValues(p))
-		ch <- prometheus.MustNewConstMetric(processInfoDesc, prometheus.GaugeValue, 1, processLabelValues(p, strconv.Itoa(p.PID))...)
+		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)
+		e.gauge(processInfoDesc, 1, strconv.Itoa(p.PID))
 		e.gauge(processResidentDesc, float64(p.Stat.RSS)*c.pageSize)
 		e.gauge(processResidentAnonDesc, float64(p.Status.RssAnon))
 		e.gauge(processThreadsDesc, float64(p.Stat.NumThreads))

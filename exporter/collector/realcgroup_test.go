@@ -90,7 +90,7 @@ func TestRealCgroupThrottling(t *testing.T) {
 	}
 	// Let the sampler's first snapshot (at start) miss nothing: it adopts later ones as they come,
 	// so also force one now that the cgroup exists.
-	thr.(*throttleCollector).rediscover(context.Background())
+	thr.(*throttleCollector).sampler.Rediscover(context.Background())
 	time.Sleep(3500 * time.Millisecond)
 	for _, pid := range cg.PIDs() { // stop the test's own burners so the counters hold still
 		_ = syscallKill(pid)
@@ -288,7 +288,7 @@ func TestRealPodAndContainerThrottling(t *testing.T) {
 	}
 	thr, _ := newThrottleCollector(env)
 	defer thr.(*throttleCollector).Close()
-	thr.(*throttleCollector).rediscover(context.Background())
+	thr.(*throttleCollector).sampler.Rediscover(context.Background())
 
 	burn := ctr.Command("/bin/sh", "-c", "while :; do :; done & while :; do :; done")
 	if err := burn.Start(); err != nil {

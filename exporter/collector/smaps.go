@@ -6,17 +6,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/alecthomas/kingpin/v2"
 	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/malloc"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
 )
 
 func init() {
+	addFlags(func(app *kingpin.Application, f *Flags) {
+		app.Flag("process.smaps-interval", "Minimum interval between smaps reads of one process (they walk its page tables).").Default("5m").DurationVar(&f.cfg.SmapsInterval)
+	})
 	register("smaps", true, "resident size of glibc malloc heaps from /proc/<pid>/smaps, read in the background at most every --process.smaps-interval", newSmapsCollector,
 		mallocHeapResidentDesc)
 }
@@ -35,7 +40,7 @@ type smapsReading struct {
 }
 
 // smapsSlot keeps each process's last smaps reading.
-var smapsSlot = source.NewSlot[smapsReading]()
+var smapsSlot = processes.NewSlot[smapsReading]()
 
 type smapsCollector struct {
 	env      *Env
@@ -82,14 +87,14 @@ func (c *smapsCollector) loop(ctx context.Context) {
 // own budgets through the source's gate, so a process stuck in the kernel costs one read.
 func (c *smapsCollector) refresh(ctx context.Context) {
 	src := c.env.Processes
-	var due []*source.Process
+	var due []*processes.Process
 	for _, p := range src.Last() {
 		last := smapsSlot.Load(p).at
 		if last.IsZero() || time.Since(last) >= c.interval {
 			due = append(due, p)
 		}
 	}
-	res := source.Each(ctx, src, due, "smaps", func(ctx context.Context, p *source.Process) (uint64, error) {
+	res := processes.Each(ctx, src, due, "smaps", func(ctx context.Context, p *processes.Process) (uint64, error) {
 		m, err := heapLayoutOf(ctx, c.env, p)
 		if err != nil || m.state == nil || m.state.Allocator != malloc.Glibc {
 			return 0, errNotGlibc
@@ -117,11 +122,12 @@ func (c *smapsCollector) refresh(ctx context.Context) {
 var errNotGlibc = errors.New("no glibc heap layout")
 
 func (c *smapsCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	meter := budget.MeterFrom(ctx)
 	procs, _ := c.env.Processes.Processes(ctx)
 	for _, p := range procs {
 		r := smapsSlot.Load(p)
 		if !r.at.IsZero() {
-			ch <- prometheus.MustNewConstMetric(mallocHeapResidentDesc, prometheus.GaugeValue, float64(r.bytes), processLabelValues(p)...)
+			newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup).gauge(mallocHeapResidentDesc, float64(r.bytes))
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -33,12 +34,12 @@ func TestRealPodThrottlingCountedOnce(t *testing.T) {
 	}
 	// The test drives the sampler window by window, and reads both levels' cpu.stat right
 	// after each window's reads: the same periods on both sides.
-	thr := newThrottleSampler(env, time.Second)
+	thr := newThrottleSampler(env, time.Second, nil)
 	defer thr.Close()
 	ctx := context.Background()
-	thr.rediscover(ctx)
-	if len(thr.series) != 2 {
-		t.Fatalf("the sampler watches %d cgroups, want the pod and its container", len(thr.series))
+	thr.sampler.Rediscover(ctx)
+	if len(thr.series()) != 2 {
+		t.Fatalf("the sampler watches %d cgroups, want the pod and its container", len(thr.series()))
 	}
 
 	burst := ctr.Command(bin, "2", "40", "200")
@@ -52,14 +53,14 @@ func TestRealPodThrottlingCountedOnce(t *testing.T) {
 		_ = burst.Wait()
 	}()
 	time.Sleep(1500 * time.Millisecond) // past the start
-	thr.sample(ctx)                     // the first read: counters only, no window yet
+	thr.sampler.Sample(ctx)             // the first read: counters only, no window yet
 	podStart, ctrStart := pod.ReadKeyed("cpu", "cpu.stat"), ctr.ReadKeyed("cpu", "cpu.stat")
 	const windows = 12
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for range windows {
 		<-tick.C
-		thr.sample(ctx)
+		thr.sampler.Sample(ctx)
 	}
 	podEnd, ctrEnd := pod.ReadKeyed("cpu", "cpu.stat"), ctr.ReadKeyed("cpu", "cpu.stat")
 
@@ -71,13 +72,13 @@ func TestRealPodThrottlingCountedOnce(t *testing.T) {
 	}
 	ctrShare, podShare := share(ctrStart, ctrEnd), share(podStart, podEnd)
 	worse := max(ctrShare, podShare)
-	s := thr.series[ctr.Path]
-	if s == nil || s.ratio.count != windows {
+	s := thr.series()[ctr.Path]
+	if s == nil || s.Ratio.Count != windows {
 		t.Fatalf("container windows observed: %+v, want %d", s, windows)
 	}
-	mean := s.ratio.sum / float64(s.ratio.count)
+	mean := s.Ratio.Sum / float64(s.Ratio.Count)
 	t.Logf("%d windows: kernel cpu.stat throttled share container %.2f, pod %.2f (sum %.2f); sampler's mean window ratio %.2f, frozen windows (> 0.9) %d",
-		windows, ctrShare, podShare, ctrShare+podShare, mean, s.ratio.count-cumulative(s.ratio, 0.9))
+		windows, ctrShare, podShare, ctrShare+podShare, mean, s.Ratio.Count-cumulative(s.Ratio, 0.9))
 
 	// The workload must have been throttled for the test to say anything: on a machine whose
 	// CPUs are taken by other work the bursts stretch and the quota is not reached.
@@ -89,19 +90,19 @@ func TestRealPodThrottlingCountedOnce(t *testing.T) {
 	if both := min(1, ctrShare+podShare); both-worse > 0.05 && mean-worse > (both-worse)/2 {
 		t.Errorf("mean window ratio %.2f reads the levels' sum %.2f, not the worse level's %.2f", mean, both, worse)
 	}
-	if frozen := s.ratio.count - cumulative(s.ratio, 0.9); worse < 0.7 && frozen > windows/4 {
+	if frozen := s.Ratio.Count - cumulative(s.Ratio, 0.9); worse < 0.7 && frozen > windows/4 {
 		t.Errorf("%d of %d windows frozen (> 90%% throttled) for a workload the kernel throttled in %.0f%% of periods", frozen, windows, 100*worse)
 	}
 }
 
 // cumulative is the histogram's count of observations at or below bound (one of its bounds).
-func cumulative(h histogram, bound float64) uint64 {
+func cumulative(h histogram.Histogram, bound float64) uint64 {
 	var n uint64
-	for i, b := range h.bounds {
-		n += h.counts[i]
+	for i, b := range h.Bounds {
+		n += h.Counts[i]
 		if b == bound {
 			return n
 		}
 	}
-	return h.count
+	return h.Count
 }

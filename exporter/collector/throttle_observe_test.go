@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/throttle"
 )
 
 // TestThrottleSamplerObserve: NewThrottleSampler hands every window it closes to observe,
@@ -46,14 +47,14 @@ func TestThrottleSamplerObserve(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	// observe runs under the sampler's lock: holding it, both counts are of the same windows.
 	c := s.(*throttleCollector)
-	c.mu.Lock()
 	var count uint64
-	for _, ser := range c.series {
-		count += ser.ratio.count
-	}
-	mu.Lock()
+	c.sampler.Read(func(st throttle.State) {
+		for _, ser := range st.Series {
+			count += ser.Ratio.Count
+		}
+		mu.Lock()
+	})
 	defer mu.Unlock()
-	c.mu.Unlock()
 	if windows == 0 || uint64(windows) != count || len(paths) != 1 || !paths[cg.Path] {
 		t.Errorf("observed %d windows of %v, the histograms count %d, want them all for %s", windows, paths, count, cg.Path)
 	}

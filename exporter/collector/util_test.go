@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/source"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 )
 
 func mustAtoi(t testing.TB, s string) int {
@@ -25,7 +25,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 // cached0 is the first watched cgroup (tests use it as any cgroup).
-func cached0(s *source.Cgroups) cgroupfs.Cgroup {
+func cached0(s *cgroups.Source) cgroupfs.Cgroup {
 	cgs, _ := s.Cgroups(context.Background())
 	if len(cgs) == 0 {
 		return cgroupfs.Cgroup{Path: "/"}

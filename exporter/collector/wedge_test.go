@@ -291,7 +291,7 @@ func TestHardDeadlineAndOneOutstandingUpdate(t *testing.T) {
 		t.Fatalf("read_errors{collector=stuck,reason=timeout} = %v, want 1", v)
 	}
 	close(stuck.release)
-	waitUntil(t, func() bool { return set.claim("stuck") })
+	waitUntil(t, func() bool { return set.runs.claim("stuck") })
 }
 
 // A scrape whose client has gone cancels the collection.

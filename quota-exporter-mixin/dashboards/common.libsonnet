@@ -10,9 +10,10 @@ local var = g.dashboard.variable;
     local clusterSel = if c.showMultiCluster then '%s=~"$cluster", ' % c.clusterLabel else '';
     {
       // Selectors for the dashboard variables: namespace -> pod -> container -> cgroup. A series
-      // without Kubernetes names matches "All" ('.*' also matches an absent label).
+      // without Kubernetes names matches "All" ('.*' also matches an absent label). A pod shows once:
+      // its sandbox (container="POD", the pause or infra container) is left out.
       exporterSel: clusterSel + 'job=~"$job", instance=~"$instance"',
-      cgroupSel: self.exporterSel + ', namespace=~"$namespace", pod=~"$pod", container=~"$container", cgroup=~"$cgroup"',
+      cgroupSel: self.exporterSel + ', namespace=~"$namespace", pod=~"$pod", container=~"$container", container!="POD", cgroup=~"$cgroup"',
       // Containers and pods only: never the kubelet's node-level slices (/kubepods.slice, QoS slices).
       workloadSel: self.cgroupSel + ', ' + c.nodeSliceMatcher,
       // Aggregation labels (the cluster label too when multi-cluster); the names ride along.
@@ -42,7 +43,7 @@ local var = g.dashboard.variable;
         // Single-select: one namespace, one pod, one container at a time (or All).
         nameVar('namespace', 'namespace', self.exporterSel),
         nameVar('pod', 'pod', self.exporterSel + ', namespace=~"$namespace"'),
-        nameVar('container', 'container', self.exporterSel + ', namespace=~"$namespace", pod=~"$pod"'),
+        nameVar('container', 'container', self.exporterSel + ', namespace=~"$namespace", pod=~"$pod", container!="POD"'),
         // The cgroup path: what identifies series that have no Kubernetes names.
         var.query.new('cgroup', 'label_values(quota_memory_usage_bytes{%s, namespace=~"$namespace", pod=~"$pod", container=~"$container"}, cgroup)' % self.exporterSel)
         + var.query.selectionOptions.withMulti()

@@ -36,7 +36,8 @@ local common = import 'common.libsonnet';
              'sum(cgroup:quota_cpu_frozen_windows:increase10m{%s}) or vector(0)' % s),
         common.table(
           'Containers and pods',
-          'One row per container, pod slice or other cgroup (never the node-level kubepods slices). Frozen (10m): '
+          'One row per container, pod slice or other cgroup (never a sandbox, container="POD", or the node-level kubepods slices). '
+          + 'scope: what the alerts name the row as: container, pod (the pod alone holds the limits) or cgroup; empty where the alerts name its pod or its containers instead. Frozen (10m): '
           + 'sampler windows (1 s by default) in the last 10 minutes with more than 90% of the CFS periods throttled. Throttled: share of periods throttled over 5 minutes. Threads / limit: JVM '
           + 'parallel GC threads or Go GOMAXPROCS per core of CPU limit (above 1 the runtime bursts past the quota). '
           + 'RSS / limit: resident memory against the memory limit. Arenas: glibc malloc arenas of its processes. '
@@ -46,6 +47,10 @@ local common = import 'common.libsonnet';
             common.column('CPU used (cores)', 'max by (%s) (cgroup:quota_cpu_usage_seconds:rate5m{%s})' % [by, s], 'short'),
             common.column('Throttled', 'max by (%s) (cgroup:quota_cpu_throttled_periods:ratio_rate5m{%s})' % [by, s], 'percentunit'),
             common.column('Frozen (10m)', 'max by (%s) (cgroup:quota_cpu_frozen_windows:increase10m{%s})' % [by, s], 'short'),
+            // The scope the alerts name a row at (cgroup:quota_scope:info): container, pod (where the
+            // pod alone holds the limits), cgroup; empty for a pod slice whose containers hold them
+            // and for the containers under pod-level limits.
+            common.labelColumn('max by (%s, scope) (quota_memory_usage_bytes{%s} * 0 + %s group_left(scope) cgroup:quota_scope:info)' % [by, s, d.cgroupJoin]),
             common.labelColumn('max by (%s, runtime) (quota_process_start_time_seconds{%s, runtime=~"jvm|go"})' % [by, s]),
             common.column('Threads / limit', 'max by (%s) (process:quota_runtime_parallelism_over_cpu_limit:ratio{%s})' % [by, s], 'short'),
             common.column('RSS', 'max by (%s) (quota_memory_rss_bytes{%s})' % [by, s], 'bytes'),

@@ -1,5 +1,6 @@
 // Recording rules shared by alerts and dashboards. Names follow level:metric:operations;
-// "cgroup" keeps every per-cgroup identity label, "process" every per-process one.
+// "cgroup" keeps every per-cgroup identity label, "process" every per-process one. A rule reads
+// raw series or rules of the levels before it, at most three deep: raw -> 1 -> 2 -> 3.
 local utils = import '../lib/utils.libsonnet';
 
 {
@@ -9,14 +10,17 @@ local utils = import '../lib/utils.libsonnet';
     local join = utils.labels(c.cgroupJoinLabels),
     local on = 'on(%s)' % join,
     local cgLabels = utils.labels(c.cgroupLabels),
+    local node = c.nodeSliceMatcher,
+    local ksm = c.kubeStateMetricsSelector,
+    local ksmMode = c.kubeNamesSource == 'kube-state-metrics',
+    local ksmPrefix = if c.clusterLabels == [] then '' else utils.labels(c.clusterLabels) + ', ',
+    local podOn = 'on(%s)' % utils.labels(c.podJoinLabels),
 
-    // rule at the level whose limit binds, per cgroup: the larger of its own value, that of the
-    // cgroup whose limit binds it (binding_cgroup of the binding-limit series, issue 10: on v2
-    // before Linux 6.6 a container without a limit of its own is throttled through its pod's
-    // cpu.stat only) and, for a container with a limit of its own, its pod's. The kubelet sets a
-    // single-container pod's limit equal to its container's, and the kernel throttles both levels
-    // in the same periods (measured, issue 25: container +5/s, pod +3-5/s of 10): a sum would
-    // count one stall twice, the larger is the union's honest lower bound (docs/cgroups.md).
+    // A rule at the level whose limit binds, per cgroup: the larger of its own value, that of the
+    // cgroup whose limit binds it (binding_cgroup of the binding-limit series: on v2 before Linux
+    // 6.6 a container without a limit of its own is throttled through its pod's cpu.stat only)
+    // and, for a container with a limit of its own, its pod's. The kernel throttles both levels in
+    // the same periods: a sum would count one stall twice (docs/cgroups.md).
     local binding(rule) =
       local byLimit(m) = 'label_replace(%s{%s}, "binding_cgroup", "$1", "cgroup", "(.*)")' % [rule, m];
       |||
@@ -25,23 +29,23 @@ local utils = import '../lib/utils.libsonnet';
           or
           quota_cpu_binding_limit_cores{%(sel)s} * 0 + on(%(limitOn)s) group_left() %(limit)s
           or
-          %(rule)s{container_id!=""} * 0 + on(%(podOn)s) group_left(binding_cgroup) %(pod)s
+          %(rule)s{container_id!=""} * 0 + %(podOn)s group_left(binding_cgroup) %(pod)s
         )
       ||| % {
         rule: rule,
         sel: sel,
         limitOn: utils.labels(c.clusterLabels + ['job', 'instance', 'binding_cgroup']),
         limit: byLimit(''),
-        podOn: utils.labels(c.podJoinLabels),
+        podOn: podOn,
         pod: byLimit('container_id="", pod_uid!=""'),
       },
 
     // The limit that binds a cgroup: the binding limit where exported, else its own.
-    local bindingLimit(own, eff) = |||
-      max without (binding_cgroup) (%(eff)s{%(sel)s})
+    local bindingLimit(own, binding) = |||
+      max without (binding_cgroup) (%(binding)s{%(sel)s})
         or
       %(own)s{%(sel)s}
-    ||| % { own: own, eff: eff, sel: sel },
+    ||| % { own: own, binding: binding, sel: sel },
 
     // Frozen windows: sampler windows (--throttle.window, 1 s by default) in which more than 90%
     // of the CFS periods were throttled. Only the le="0.5" and le="0.9" buckets are relied on.
@@ -51,15 +55,71 @@ local utils = import '../lib/utils.libsonnet';
       increase(quota_cpu_throttled_window_ratio_bucket{%(sel)s, le="0.9"}[%(range)s])
     ||| % { sel: sel, range: range },
 
-    local clusterBy = utils.labels(c.clusterLabels + ['job', 'instance', 'cgroup']),
-    local ksm = c.kubeStateMetricsSelector,
-    local ksmBy = utils.labels(c.clusterLabels),
-    local ksmPrefix = if c.clusterLabels == [] then '' else ksmBy + ', ',
+    // Heavily throttled while the process using most of the cgroup's CPU is young, for runtimes
+    // that warm up (JIT, class loading: warmupRuntimes): in most periods over 5 minutes, or frozen
+    // in bursts (a JVM warming up under a small limit freezes for seconds while its 5-minute share
+    // stays below half). The value: the throttled share.
+    local warmup = |||
+      (
+        cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m > %(ratio)g
+        or
+        cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m
+          and %(on)s cgroup:quota_cpu_frozen_windows:increase10m >= %(frozen)g
+      )
+      and %(on)s
+      time() - cgroup:quota_process_start_time_seconds:top_cpu{runtime=~"%(rt)s"} < %(warmup)d
+    ||| % {
+      ratio: c.warmupThrottledPeriodsRatio,
+      frozen: c.frozenSecondsPer10m,
+      on: on,
+      rt: c.warmupRuntimes,
+      warmup: utils.seconds(c.warmupPeriod),
+    },
+
+    // The scope rules' input: every cgroup (a retained OOM-kill counter counts: its cgroup may be gone).
+    local cgroups(m) =
+      'group by (%(by)s, pod_uid) (\n  quota_cpu_usage_seconds_total{%(sel)s, %(m)s}\n  or quota_memory_working_set_bytes{%(sel)s, %(m)s}\n  or quota_memory_oom_kills_total{%(sel)s, %(m)s}\n)'
+      % { by: join, sel: sel, m: m },
+    // Pods whose limits are the pod's alone: the pod slice has one, none of its containers does
+    // (pod-level resources). A sandbox has none of its own, so it never counts.
+    local podsHoldingLimits = |||
+      (
+        group by (%(pod)s) (
+          quota_cpu_limit_cores{%(sel)s, container_id="", pod_uid!=""} or quota_memory_limit_bytes{%(sel)s, container_id="", pod_uid!=""}
+        )
+          unless %(podOn)s
+        (quota_cpu_limit_cores{%(sel)s, container_id!=""} or quota_memory_limit_bytes{%(sel)s, container_id!=""})
+      )
+    ||| % { pod: utils.labels(c.podJoinLabels), sel: sel, podOn: podOn },
+    // kube-state-metrics mode: a live container that kube-state-metrics does not list in a pod it
+    // knows is the pod's sandbox (kube_pod_container_info has no pause or infra container).
+    local ksmSandbox = |||
+      group by (%(by)s, pod_uid) (
+        quota_cpu_usage_seconds_total{%(sel)s, container_id!=""}
+          and on(%(ksmPrefix)spod_uid) label_replace(kube_pod_info{%(ksm)s}, "pod_uid", "$1", "uid", "(.*)")
+          unless on(%(ksmPrefix)scontainer_id) kube_pod_container_info{%(ksm)s}
+      )
+    ||| % { by: join, sel: sel, ksm: ksm, ksmPrefix: ksmPrefix },
+    local scope(name, expr) = { record: 'cgroup:quota_scope:info', labels: { scope: name }, expr: expr },
 
     groups+: [
       {
         name: 'quota-exporter.rules',
         rules: [
+          // What each cgroup is to Kubernetes, decided once for every alert (docs/architecture.md,
+          // "scope"): the alerts name containers, pods and other cgroups through it, and never a
+          // sandbox or a node-level slice (they have no scope). One level per pod: its containers,
+          // or the pod slice where the pod alone holds the limits (and then not its containers,
+          // whose limit is the pod's).
+          scope('container', '%s\n  unless %s\n%s%s' % [
+            cgroups('container_id!="", container!="POD"'),
+            podOn,
+            podsHoldingLimits,
+            if ksmMode then '  unless %s\n%s' % [on, ksmSandbox] else '',
+          ]),
+          scope('sandbox', cgroups('container="POD"') + (if ksmMode then '\nor\n' + ksmSandbox else '\n')),
+          scope('pod', '%s\n  and %s\n%s' % [cgroups('container_id="", pod_uid!=""'), podOn, podsHoldingLimits]),
+          scope('cgroup', cgroups('container_id="", pod_uid="", ' + node) + '\n'),
           {
             // Share of CFS periods in which the cgroup was throttled (the stall signal;
             // throttled seconds are summed over CPUs and can exceed wall time).
@@ -94,8 +154,8 @@ local utils = import '../lib/utils.libsonnet';
             expr: |||
               quota_memory_working_set_bytes{%(sel)s}
                 - %(on)s group_left()
-              cgroup:quota_jvm_heap_committed_bytes:sum
-            ||| % { sel: sel, on: on },
+              sum by (%(by)s) (quota_jvm_heap_committed_bytes{%(sel)s})
+            ||| % { sel: sel, on: on, by: cgLabels },
           },
           {
             record: 'cgroup:quota_cpu_limit_cores:binding',
@@ -106,13 +166,14 @@ local utils = import '../lib/utils.libsonnet';
             expr: bindingLimit('quota_memory_limit_bytes', 'quota_memory_binding_limit_bytes'),
           },
           {
-            // The throttled share every alert judges a cgroup on: at the level whose limit binds.
-            record: 'cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m',
-            expr: binding('cgroup:quota_cpu_throttled_periods:ratio_rate5m'),
-          },
-          {
-            record: 'cgroup:quota_cpu_binding_frozen_windows:increase10m',
-            expr: binding('cgroup:quota_cpu_frozen_windows:increase10m'),
+            // Each cgroup's binding cgroup (binding_cgroup): the exporter's, else itself where it
+            // has a limit of its own.
+            record: 'cgroup:quota_cpu_binding_cgroup:info',
+            expr: |||
+              group by (%(join)s, binding_cgroup) (quota_cpu_binding_limit_cores{%(sel)s})
+                or %(on)s
+              group by (%(join)s, binding_cgroup) (label_replace(quota_cpu_limit_cores{%(sel)s}, "binding_cgroup", "$1", "cgroup", "(.*)"))
+            ||| % { join: join, sel: sel, on: on },
           },
           {
             record: 'cgroup_mode:quota_cpu_usage_seconds:rate5m',
@@ -120,23 +181,12 @@ local utils = import '../lib/utils.libsonnet';
           },
           {
             record: 'cgroup:quota_cpu_usage_seconds:rate5m',
-            expr: 'sum without (mode) (cgroup_mode:quota_cpu_usage_seconds:rate5m)',
-          },
-          {
-            // The share of its CPU limit a cgroup uses: at cpuBoundUsageRatio or above it is
-            // CPU-bound at its limit (QuotaCPUAtLimit), below it its freezes are bursts (QuotaCPUStalls).
-            // group_left keeps the cgroup's labels (pod_uid, container_id, names), which alerts name.
-            record: 'cgroup:quota_cpu_usage_over_limit:ratio_rate5m',
-            expr: |||
-              cgroup:quota_cpu_usage_seconds:rate5m
-                / %(on)s group_left()
-              cgroup:quota_cpu_limit_cores:binding
-            ||| % { on: on },
+            expr: 'sum without (mode) (rate(quota_cpu_usage_seconds_total{%(sel)s}[5m]))' % { sel: sel },
           },
           {
             // rate over 5m divides a young series' increase by the whole 5 minutes, so a cgroup
             // started a minute ago reads a fifth of its use: what alerts about young processes
-            // print and test against uses this short window (two samples at a 1m scrape).
+            // print and test against uses this short range (two samples at a 1m scrape).
             record: 'cgroup:quota_cpu_usage_seconds:rate2m',
             expr: 'sum without (mode) (rate(quota_cpu_usage_seconds_total{%(sel)s}[2m]))' % { sel: sel },
           },
@@ -145,14 +195,19 @@ local utils = import '../lib/utils.libsonnet';
             expr: 'sum without (mode) (rate(quota_process_cpu_seconds_total{%(sel)s}[2m]))' % { sel: sel },
           },
           {
-            // The start time of the process that uses most of its cgroup's CPU (with its
-            // process label): warm-up is judged on it, not on any young helper or probe.
-            record: 'cgroup:quota_process_start_time_seconds:top_cpu',
+            // Kills by the OOM killer in the last oomKilledWindow. A restarted container's old
+            // cgroup is gone before the next scrape: the exporter keeps its kill counter, which
+            // may first be seen already above zero.
+            record: 'cgroup:quota_memory_oom_kills:increase' + c.oomKilledWindow,
             expr: |||
-              quota_process_start_time_seconds{%(sel)s}
-                and on(%(join)s, process)
-              topk by (%(join)s) (1, process:quota_process_cpu_seconds:rate2m)
-            ||| % { sel: sel, join: join },
+              increase(quota_memory_oom_kills_total{%(sel)s}[%(window)s]) > 0
+              or
+              (
+                quota_memory_oom_kills_total{%(sel)s} > 0
+                unless
+                quota_memory_oom_kills_total{%(sel)s} offset %(window)s
+              )
+            ||| % { sel: sel, window: c.oomKilledWindow },
           },
           {
             // Threads the runtime will run in parallel: JVM parallel GC threads, Go GOMAXPROCS.
@@ -163,86 +218,12 @@ local utils = import '../lib/utils.libsonnet';
               quota_go_gomaxprocs{%(sel)s}
             ||| % { sel: sel },
           },
-          {
-            record: 'process:quota_runtime_parallelism_over_cpu_limit:ratio',
-            expr: |||
-              process:quota_runtime_parallelism:threads
-                / %(on)s group_left
-              cgroup:quota_cpu_limit_cores:binding
-            ||| % { on: on },
-          },
-          {
-            record: 'process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio',
-            expr: |||
-              quota_jvm_gc_parallel_threads{%(sel)s}
-                / %(on)s group_left
-              cgroup:quota_cpu_limit_cores:binding
-            ||| % { sel: sel, on: on },
-          },
-          {
-            record: 'process:quota_go_gomaxprocs_over_cpu_limit:ratio',
-            expr: |||
-              quota_go_gomaxprocs{%(sel)s}
-                / %(on)s group_left
-              cgroup:quota_cpu_limit_cores:binding
-            ||| % { sel: sel, on: on },
-          },
-          {
-            // Heavily throttled while the process using most of the cgroup's CPU is young, for
-            // runtimes that warm up (JIT, class loading: warmupRuntimes): in most periods over 5
-            // minutes, or frozen in bursts (a JVM warming up under a small limit freezes for
-            // seconds while its 5-minute share stays below half). The value: the throttled share.
-            record: 'cgroup:quota_cpu_warmup_throttled_periods:ratio_rate5m',
-            expr: |||
-              (
-                cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m > %(ratio)g
-                or
-                cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m
-                  and %(on)s cgroup:quota_cpu_frozen_windows:increase10m >= %(frozen)g
-              )
-              and %(on)s
-              time() - cgroup:quota_process_start_time_seconds:top_cpu{runtime=~"%(rt)s"} < %(warmup)d
-            ||| % {
-              ratio: c.warmupThrottledPeriodsRatio,
-              frozen: c.frozenSecondsPer10m,
-              on: on,
-              rt: c.warmupRuntimes,
-              warmup: utils.seconds(c.warmupPeriod),
-            },
-          },
-          {
-            // Cgroups whose throttling has an alert of its own, which QuotaCPUStalls and
-            // QuotaCPUAtLimit leave to it (one problem, one alert): a runtime's parallelism (Go
-            // GOMAXPROCS, JVM parallel GC threads) or a JVM's warm-up.
-            record: 'cgroup:quota_cpu_throttling_cause:info',
-            expr: |||
-              group by (%(by)s, pod_uid, container_id) (
-                quota_go_gomaxprocs{%(sel)s} > 2 and process:quota_go_gomaxprocs_over_cpu_limit:ratio > %(go)g
-                or
-                quota_jvm_gc_parallel_threads{%(sel)s} > 1 and process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio > %(gc)g
-                or
-                cgroup:quota_cpu_warmup_throttled_periods:ratio_rate5m
-              )
-            ||| % { by: join, sel: sel, go: c.goMaxProcsPerLimitCore, gc: c.gcThreadsPerLimitCore },
-          },
-          {
-            // The same for a pod slice when one of its containers has it (a container's cgroup
-            // is a child of its pod slice's).
-            record: 'cgroup:quota_cpu_throttling_explained:info',
-            expr: |||
-              group by (%(by)s) (cgroup:quota_cpu_throttling_cause:info)
-              or
-              group by (%(by)s) (
-                label_replace(cgroup:quota_cpu_throttling_cause:info{container_id!="", pod_uid!=""}, "cgroup", "$1", "cgroup", "(.+)/[^/]+")
-              )
-            ||| % { by: join },
-          },
           // Go stop-the-world pause tail and median (gopause collector), GC and other pauses together.
           {
             record: 'process:quota_go_stw_pause_seconds:p99_10m',
             expr: |||
-              histogram_quantile(0.99, sum without (kind) (rate(quota_go_stw_pause_seconds_bucket{%(sel)s}[10m])))
-            ||| % { sel: sel },
+              histogram_quantile(0.99, sum without (kind) (rate(quota_go_stw_pause_seconds_bucket{%(sel)s, %(node)s}[10m])))
+            ||| % { sel: sel, node: node },
           },
           {
             record: 'process:quota_go_stw_pause_seconds:p50_10m',
@@ -252,7 +233,7 @@ local utils = import '../lib/utils.libsonnet';
           },
           {
             record: 'process:quota_jvm_safepoint_seconds:rate5m',
-            expr: 'rate(quota_jvm_safepoint_seconds_total{%(sel)s}[5m])' % { sel: sel },
+            expr: 'rate(quota_jvm_safepoint_seconds_total{%(sel)s, %(node)s}[5m])' % { sel: sel, node: node },
           },
           {
             // Time-to-safepoint: threads running to the safepoint while the world waits.
@@ -277,26 +258,168 @@ local utils = import '../lib/utils.libsonnet';
               (quota_process_resident_bytes{%(sel)s} > 0)
             ||| % { sel: sel },
           },
+          // Level 2: over the rules above.
+          {
+            // The throttled share every alert judges a cgroup on: at the level whose limit binds.
+            record: 'cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m',
+            expr: binding('cgroup:quota_cpu_throttled_periods:ratio_rate5m'),
+          },
+          {
+            record: 'cgroup:quota_cpu_binding_frozen_windows:increase10m',
+            expr: binding('cgroup:quota_cpu_frozen_windows:increase10m'),
+          },
+          {
+            // The share of its CPU limit a cgroup uses. group_left keeps the cgroup's labels
+            // (pod_uid, container_id, names), which alerts name.
+            record: 'cgroup:quota_cpu_usage_over_limit:ratio_rate5m',
+            expr: |||
+              cgroup:quota_cpu_usage_seconds:rate5m
+                / %(on)s group_left()
+              cgroup:quota_cpu_limit_cores:binding
+            ||| % { on: on },
+          },
+          {
+            // The kernel's (system) share of a cgroup's CPU time.
+            record: 'cgroup:quota_cpu_usage_system:ratio_rate5m',
+            expr: |||
+              cgroup_mode:quota_cpu_usage_seconds:rate5m{mode="system"}
+                / ignoring(mode)
+              cgroup:quota_cpu_usage_seconds:rate5m
+            |||,
+          },
+          {
+            record: 'cgroup:quota_memory_working_set_over_limit:ratio',
+            expr: |||
+              quota_memory_working_set_bytes{%(sel)s}
+                /
+              cgroup:quota_memory_limit_bytes:binding
+            ||| % { sel: sel },
+          },
+          {
+            // The start time of the process that uses most of its cgroup's CPU (with its
+            // process label): warm-up is judged on it, not on any young helper or probe.
+            record: 'cgroup:quota_process_start_time_seconds:top_cpu',
+            expr: |||
+              quota_process_start_time_seconds{%(sel)s}
+                and on(%(join)s, process)
+              topk by (%(join)s) (1, process:quota_process_cpu_seconds:rate2m)
+            ||| % { sel: sel, join: join },
+          },
+          {
+            record: 'process:quota_runtime_parallelism_over_cpu_limit:ratio',
+            expr: |||
+              process:quota_runtime_parallelism:threads
+                / %(on)s group_left
+              cgroup:quota_cpu_limit_cores:binding
+            ||| % { on: on },
+          },
+          {
+            record: 'process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio',
+            expr: |||
+              quota_jvm_gc_parallel_threads{%(sel)s, %(node)s}
+                / %(on)s group_left
+              cgroup:quota_cpu_limit_cores:binding
+            ||| % { sel: sel, node: node, on: on },
+          },
+          {
+            record: 'process:quota_go_gomaxprocs_over_cpu_limit:ratio',
+            expr: |||
+              quota_go_gomaxprocs{%(sel)s, %(node)s}
+                / %(on)s group_left
+              cgroup:quota_cpu_limit_cores:binding
+            ||| % { sel: sel, node: node, on: on },
+          },
+          {
+            // The glibc arenas a process may have before they count as bloat: mallocArenasPerLimitCore
+            // per core of its CPU limit, mallocArenasWithoutLimit without one (glibc allows 8 per
+            // host CPU whatever the limit).
+            record: 'process:quota_process_malloc_arenas:allowed',
+            expr: |||
+              quota_process_malloc_arenas{%(sel)s, %(node)s} * 0 + %(on)s group_left() (%(perCore)g * cgroup:quota_cpu_limit_cores:binding)
+                or
+              quota_process_malloc_arenas{%(sel)s, %(node)s} * 0 + %(noLimit)g
+            ||| % { sel: sel, node: node, on: on, perCore: c.mallocArenasPerLimitCore, noLimit: c.mallocArenasWithoutLimit },
+          },
+          // Level 3.
+          {
+            record: 'cgroup:quota_cpu_warmup_throttled_periods:ratio_rate5m',
+            expr: warmup,
+          },
+          {
+            // CPU-bound at its limit (a batch job, a saturated worker): it uses cpuBoundUsageRatio
+            // of its limit and is throttled in nearly every period, not frozen by bursts. The value:
+            // the share of the limit used.
+            record: 'cgroup:quota_cpu_at_limit:ratio_rate5m',
+            expr: |||
+              cgroup:quota_cpu_usage_over_limit:ratio_rate5m >= %(usage)g
+                and %(on)s
+              cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m >= %(throttled)g
+            ||| % { on: on, usage: c.cpuBoundUsageRatio, throttled: c.cpuBoundThrottledPeriodsRatio },
+          },
+          {
+            // Throttled enough that a runtime's parallelism is to blame: in one period in 20, or
+            // frozen for seconds.
+            record: 'cgroup:quota_cpu_throttled:info',
+            expr: |||
+              group by (%(join)s) (
+                cgroup:quota_cpu_binding_throttled_periods:ratio_rate5m > %(ratio)g
+                or
+                cgroup:quota_cpu_binding_frozen_windows:increase10m >= %(frozen)g
+              )
+            ||| % { join: join, ratio: c.throttledPeriodsRatioForCause, frozen: c.frozenSecondsForCause },
+          },
+          {
+            // Throttling with an alert of its own, which QuotaCPUStalls and QuotaCPUAtLimit leave to
+            // it (one problem, one alert): a runtime's parallelism (Go GOMAXPROCS, JVM parallel GC
+            // threads) or a JVM's warm-up. It explains the throttling of every cgroup under the
+            // limit it overloads: found per binding cgroup, given back to each cgroup that limit binds.
+            record: 'cgroup:quota_cpu_throttling_explained:info',
+            expr: |||
+              group by (%(join)s) (
+                cgroup:quota_cpu_binding_cgroup:info
+                  * on(%(bindingOn)s) group_left()
+                group by (%(bindingOn)s) (
+                  (
+                    quota_go_gomaxprocs{%(sel)s} > 2 and process:quota_go_gomaxprocs_over_cpu_limit:ratio > %(go)g
+                    or
+                    quota_jvm_gc_parallel_threads{%(sel)s} > 1 and process:quota_jvm_gc_parallel_threads_over_cpu_limit:ratio > %(gc)g
+                    or
+              %(warmup)s
+                  )
+                    * %(on)s group_left(binding_cgroup)
+                  cgroup:quota_cpu_binding_cgroup:info
+                )
+              )
+            ||| % {
+              join: join,
+              bindingOn: utils.labels(c.clusterLabels + ['job', 'instance', 'binding_cgroup']),
+              sel: sel,
+              go: c.goMaxProcsPerLimitCore,
+              gc: c.gcThreadsPerLimitCore,
+              on: on,
+              warmup: std.join('\n', ['      ' + l for l in std.split(std.rstripChars(warmup, '\n'), '\n')]),
+            },
+          },
         ] + (
-          if c.kubeNamesSource == 'kube-state-metrics' then [{
+          if ksmMode then [{
             // Kubernetes names per cgroup from kube-state-metrics: containers by container id,
-            // pod slices by pod UID. Alerts join it on the cgroup (see _config.kubeNamesSource).
-            // A container kube-state-metrics no longer lists (restarted: its info now carries the
-            // new container id, as for the OOM-killed container whose kill counter the exporter
-            // keeps) still gets its pod's namespace and name through the pod UID.
+            // pod slices by pod UID, none for the others (every cgroup has one series, which the
+            // alerts join). A container kube-state-metrics no longer lists (restarted: its info
+            // now carries the new container id, as for the OOM-killed container whose kill counter
+            // the exporter keeps) still gets its pod's namespace and name through the pod UID.
             // A static pod's cgroups carry the kubelet's hash of its manifest as pod UID, which
             // kube_pod_info (the mirror pod's own UID) never shows: its containers, which
             // kube-state-metrics lists by id from the mirror pod's status, name its pod UID.
             record: 'cgroup:quota_kube_names:info',
             expr: |||
               (
-                group by (%(by)s, container_id) (quota_cpu_usage_seconds_total{%(sel)s, container_id!=""})
+                group by (%(join)s, container_id) (quota_cpu_usage_seconds_total{%(sel)s, container_id!=""})
                   * on(%(ksmPrefix)scontainer_id) group_left(namespace, pod, container)
                 max by (%(ksmPrefix)scontainer_id, namespace, pod, container) (kube_pod_container_info{%(ksm)s, container_id!=""})
               )
-              or on(%(by)s)
+              or on(%(join)s)
               (
-                group by (%(by)s, pod_uid) (
+                group by (%(join)s, pod_uid) (
                   quota_cpu_usage_seconds_total{%(sel)s, pod_uid!=""} or quota_memory_oom_kills_total{%(sel)s, pod_uid!=""}
                 )
                   * on(%(ksmPrefix)spod_uid) group_left(namespace, pod)
@@ -310,7 +433,11 @@ local utils = import '../lib/utils.libsonnet';
                   )
                 )
               )
-            ||| % { by: clusterBy, sel: sel, ksm: ksm, ksmPrefix: ksmPrefix },
+              or on(%(join)s)
+              group by (%(join)s) (
+                quota_cpu_usage_seconds_total{%(sel)s} or quota_memory_working_set_bytes{%(sel)s} or quota_memory_oom_kills_total{%(sel)s}
+              )
+            ||| % { join: join, sel: sel, ksm: ksm, ksmPrefix: ksmPrefix },
           }] else []
         ),
       },

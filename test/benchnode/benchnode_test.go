@@ -63,7 +63,7 @@ func TestBenchNodeSmoke(t *testing.T) {
 	WriteMarkdown(&sb, rs)
 	t.Log(sb.String())
 
-	parent := "/" + parentPrefix + strconv.Itoa(os.Getpid())
+	parent := "/" + parentPrefix + strconv.Itoa(os.Getpid()) + parentSuffix
 	if left := Leftovers(parent); len(left) > 0 {
 		t.Errorf("cgroups left behind: %v", left)
 	}

@@ -318,21 +318,31 @@ const clkTck = 100
 
 // cpuTicks is utime+stime of the whole process (all threads, dead ones included).
 func cpuTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := StatFields(pid)
 	if err != nil {
 		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("bad stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, errors.New("short stat")
 	}
 	u, _ := strconv.ParseUint(f[11], 10, 64)
 	s, _ := strconv.ParseUint(f[12], 10, 64)
 	return u + s, nil
+}
+
+// StatFields are the fields of /proc/<pid>/stat after the command name: f[0] is the state
+// (field 3), f[11] utime, f[19] the start time in ticks since boot (field 22).
+func StatFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, errors.New("bad stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return nil, errors.New("short stat")
+	}
+	return f, nil
 }
 
 // cpuNS is the CPU time of the process's live threads in nanoseconds (schedstat): the

@@ -32,9 +32,13 @@ var Unified = sync.OnceValue(func() bool {
 	return err == nil && slices.Contains(f, "cpu") && slices.Contains(f, "memory")
 })
 
-// parentPrefix names the top cgroup of one run: quota_benchnode-<pid>, so a crashed run's
-// leftovers can be told from a live one's.
-const parentPrefix = "quota_benchnode-"
+// parentPrefix names the top cgroup of one run: quota_benchnode-<pid>.slice, so a crashed
+// run's leftovers can be told from a live one's. A systemd-style slice, so that each container
+// below it is a tenant of its own for the exporter's budgets, as on a node of N pods.
+const (
+	parentPrefix = "quota_benchnode-"
+	parentSuffix = ".slice"
+)
 
 // hierarchies are the v1 hierarchies the containers live in (cpu and cpuacct may be one
 // mount; creating a directory twice is harmless), or the one v2 hierarchy.
@@ -76,7 +80,7 @@ func (o *WorkloadOptions) defaults() {
 
 // Workload is a created node: its cgroups and the processes started in them.
 type Workload struct {
-	Parent     string // cgroup path of the parent, e.g. /quota_benchnode-123
+	Parent     string // cgroup path of the parent, e.g. /quota_benchnode-123.slice
 	Containers []string
 	Processes  int
 	procs      []*exec.Cmd
@@ -113,7 +117,7 @@ func CheckHost() string {
 func NewWorkload(ctx context.Context, o WorkloadOptions) (_ *Workload, err error) {
 	o.defaults()
 	CleanStale(o.Logf)
-	w := &Workload{Parent: fmt.Sprintf("/%s%d", parentPrefix, os.Getpid()), logf: o.Logf}
+	w := &Workload{Parent: fmt.Sprintf("/%s%d%s", parentPrefix, os.Getpid(), parentSuffix), logf: o.Logf}
 	defer func() {
 		if err != nil {
 			w.Close()
@@ -335,13 +339,17 @@ func Leftovers(cgroup string) []string {
 
 // CleanStale removes the trees of earlier runs whose process is gone (killed before its
 // cleanup could run).
-func CleanStale(logf func(string, ...any)) {
+func CleanStale(logf func(string, ...any)) { CleanStalePrefix(parentPrefix, logf) }
+
+// CleanStalePrefix is CleanStale for top cgroups named <prefix><pid> by another test.
+func CleanStalePrefix(prefix string, logf func(string, ...any)) {
 	ents, _ := os.ReadDir(Dir("cpu", ""))
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), parentPrefix)
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
 		if !ok {
 			continue
 		}
+		rest = strings.TrimSuffix(rest, parentSuffix)
 		pid, err := strconv.Atoi(rest)
 		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
 			continue

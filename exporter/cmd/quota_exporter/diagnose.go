@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -25,7 +24,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/history"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/diagnose/series"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // Exit status of diagnose (docs/diagnose.md): findings' worst severity, or 3.
@@ -74,18 +73,20 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		progress = os.Stderr
 	}
-	source, span := "live", *d.duration
+	source := "live"
 	var (
-		ws    []diagnose.Workload
-		notes []string
-		err   error
+		span     time.Duration
+		ws       []diagnose.Workload
+		notes    []string
+		overruns []diagnose.Overrun
+		err      error
 	)
 	if *d.promURL != "" {
 		source, span = "history", *d.since
 		ws, err = history.Load(ctx, history.Options{URL: *d.promURL, Selector: *d.promSel, Since: *d.since, At: time.Now(), WarmupPeriod: *d.warmup,
 			HTTPConfigFile: *d.promHTTP, Timeout: *d.promTO, MaxResponseBytes: int64(*d.promMax)})
 	} else {
-		ws, span, notes, err = sampleWorkloads(ctx, cfg, names, *d.duration, *d.warmup, scrapeTimeout, progress, logger)
+		ws, span, notes, overruns, err = sampleWorkloads(ctx, cfg, names, *d.duration, *d.warmup, scrapeTimeout, progress, logger)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quota_exporter diagnose:", err)
@@ -93,6 +94,7 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 	}
 	r := diagnose.NewReport(source, span, ws, *d.all, time.Now())
 	r.Notes = notes
+	r.AddFindings(diagnose.BudgetFindings(overruns)...)
 	switch *d.format {
 	case "json":
 		err = diagnose.WriteJSON(os.Stdout, r)
@@ -113,7 +115,7 @@ func (d *diagnoseCommand) run(cfg collector.Config, names []string, scrapeTimeou
 // findings that need them are then missing, and the report says so. The throttling sampler
 // runs on its own and hands diagnose each window as it closes (diagnose.Windows): the
 // windows in order give the longest run of throttled ones, which two gathers cannot.
-func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, duration, warmup, timeout time.Duration, progress io.Writer, logger *slog.Logger) ([]diagnose.Workload, time.Duration, []string, error) {
+func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, duration, warmup, timeout time.Duration, progress io.Writer, logger *slog.Logger) ([]diagnose.Workload, time.Duration, []string, []diagnose.Overrun, error) {
 	if cfg.ThrottleWindow <= 0 {
 		cfg.ThrottleWindow = time.Second
 	}
@@ -125,7 +127,7 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	_ = raiseFileLimit()
 	env, err := collector.NewEnv(cfg, logger)
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("cannot find cgroup hierarchies: %w", err)
+		return nil, 0, nil, nil, fmt.Errorf("cannot find cgroup hierarchies: %w", err)
 	}
 	var rest []string
 	sample := false
@@ -138,7 +140,7 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	}
 	set, err := collector.NewSet(env, rest)
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("cannot create collectors: %w", err)
+		return nil, 0, nil, nil, fmt.Errorf("cannot create collectors: %w", err)
 	}
 	defer set.Close()
 	// Windows close from the sampler's start on; the ones between the two gathers count.
@@ -154,12 +156,12 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	// One window in, the sampler has a baseline of every cgroup with a quota, so the windows
 	// from the first gather on are whole.
 	if !sleepCtx(ctx, cfg.ThrottleWindow+100*time.Millisecond) {
-		return nil, 0, nil, ctx.Err()
+		return nil, 0, nil, nil, ctx.Err()
 	}
 	t0 := time.Now()
 	start, err := set.Gather(ctx, timeout)
 	if start == nil {
-		return nil, 0, nil, fmt.Errorf("first collection: %w", err)
+		return nil, 0, nil, nil, fmt.Errorf("first collection: %w", err)
 	}
 	wins := diagnose.NewWindows()
 	windows.Store(wins)
@@ -167,7 +169,7 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	for elapsed := time.Duration(0); elapsed < duration; {
 		step := min(tick, duration-elapsed)
 		if !sleepCtx(ctx, step) {
-			return nil, 0, nil, ctx.Err()
+			return nil, 0, nil, nil, ctx.Err()
 		}
 		elapsed += step
 		if progress != nil {
@@ -183,7 +185,7 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	span := time.Since(t0)
 	end, err := set.Gather(ctx, timeout)
 	if end == nil {
-		return nil, 0, nil, fmt.Errorf("second collection: %w", err)
+		return nil, 0, nil, nil, fmt.Errorf("second collection: %w", err)
 	}
 	var notes []string
 	notes = append(notes, failedCollectors(end)...)
@@ -196,9 +198,23 @@ func sampleWorkloads(ctx context.Context, cfg collector.Config, names []string, 
 	if uid := os.Geteuid(); uid != 0 || denied != "" {
 		notes = append(notes, fmt.Sprintf("running as uid %d%s: the JVM, Go and arena findings need root with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH and may be missing (docs/diagnose.md)", uid, denied))
 	}
-	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Span: span, End: time.Now(), HostCPUs: hostCPUs(cfg.SysPath), WarmupPeriod: warmup})
+	// glibc's arena limit uses the online CPUs, not the quota (0 when unreadable).
+	online, _ := kernel.OnlineCPUs(cfg.SysPath)
+	ws := diagnose.FromFamilies(start, end, diagnose.Observation{Span: span, End: time.Now(), HostCPUs: online, WarmupPeriod: warmup})
 	wins.Apply(ws)
-	return ws, span, notes, nil
+	return ws, span, notes, overruns(env.Budgets), nil
+}
+
+// overruns are the tenants over one of the exporter's budgets in its last passes: what the
+// exporter left out of them, which the report names.
+func overruns(b *collector.Budgets) []diagnose.Overrun {
+	var out []diagnose.Overrun
+	for _, s := range b.Skips() {
+		l := b.Limits().Of(s.Budget)
+		out = append(out, diagnose.Overrun{Budget: s.Budget, Reason: s.Reason, Tenant: s.Tenant, Name: s.Name,
+			Kept: s.Kept, Skipped: s.Skipped, PerTenant: l.PerTenant, Node: l.Node})
+	}
+	return out
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -259,16 +275,5 @@ func permissionErrors(mfs []*dto.MetricFamily) float64 {
 			}
 		}
 	}
-	return n
-}
-
-// hostCPUs counts the host's online CPUs (glibc's arena limit uses them, not the quota);
-// 0 when unreadable.
-func hostCPUs(sysfs string) int {
-	b, err := os.ReadFile(filepath.Join(sysfs, "devices", "system", "cpu", "online"))
-	if err != nil {
-		return 0
-	}
-	n, _ := goruntime.ParseCPUList(strings.TrimSpace(string(b)))
 	return n
 }

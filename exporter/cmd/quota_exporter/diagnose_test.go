@@ -444,3 +444,37 @@ func glibcArenas(t *testing.T, s *scenario) int {
 	}
 	return st.Arenas + 1
 }
+
+// A tenant over the exporter's budgets (real v1 cgroups: 60 below one top-level cgroup, with
+// a budget of 10) is named in diagnose's report, live: which budget, what was left out, the
+// flag to raise; in JSON of the published schema, with the exit status of a warning.
+func TestDiagnoseNamesTenantOverBudget(t *testing.T) {
+	bin := buildExporter(t)
+	hostile := testutil.NewTopCgroup(t, "overbudget", testutil.CgroupOptions{})
+	for i := range 60 {
+		hostile.Child(fmt.Sprintf("c%02d", i), testutil.CgroupOptions{QuotaUS: 50000})
+	}
+	r, code := diagnoseJSON(t, bin, "--duration=2s", "--cgroup.include="+regexp.QuoteMeta(hostile.Path)+"(/.*)?",
+		"--budget.cgroups-per-tenant=10", "--budget.sampled-cgroups-per-tenant=5")
+	var found []string
+	for _, f := range r.Findings {
+		if f.Rule != diagnose.RuleBudget || f.Workload != hostile.Path {
+			continue
+		}
+		found = append(found, f.Title)
+		switch {
+		case strings.Contains(f.Title, "'s cgroups budget"):
+			if f.Fix.Settings["--budget.cgroups-per-tenant"] != "60" || f.Evidence[0].Value != 50 {
+				t.Errorf("cgroups finding: %+v", f)
+			}
+		case strings.Contains(f.Title, "sampled cgroups budget"):
+			if f.Fix.Settings["--budget.sampled-cgroups-per-tenant"] != "10" {
+				t.Errorf("sampled cgroups finding: %+v", f)
+			}
+		}
+	}
+	t.Logf("budget findings of %s: %q (exit %d)", hostile.Path, found, code)
+	if len(found) < 2 || code != 1 {
+		t.Errorf("the tenant over its cgroups and sampled-cgroups budgets is not named: %q, exit %d\n%+v", found, code, r.Findings)
+	}
+}

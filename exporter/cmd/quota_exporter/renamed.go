@@ -37,12 +37,26 @@ func renamedDuration(app flagAdder, old, now string, target *time.Duration) *ren
 	return r
 }
 
-// resolve copies each given old flag's value to its new flag, and logs the rename.
+// ignoredString is --old, a string flag that no longer does anything: still accepted
+// (hidden), so that command lines that pass it keep starting, and the log says so once.
+func ignoredString(app flagAdder, old string) *renamedFlag {
+	r := &renamedFlag{old: old, apply: func() {}}
+	app.Flag(old, "Ignored.").Hidden().IsSetByUser(&r.given).String()
+	return r
+}
+
+// resolve copies each given old flag's value to its new flag, and logs the rename (or that
+// an ignored flag does nothing).
 func resolveRenamed(logger *slog.Logger, flags ...*renamedFlag) {
 	for _, r := range flags {
-		if r.given {
-			r.apply()
-			logger.Warn("deprecated flag: it was renamed and the old name will be removed", "flag", "--"+r.old, "use", "--"+r.now)
+		if !r.given {
+			continue
 		}
+		r.apply()
+		if r.now == "" {
+			logger.Warn("deprecated flag: it does nothing and will be removed", "flag", "--"+r.old)
+			continue
+		}
+		logger.Warn("deprecated flag: it was renamed and the old name will be removed", "flag", "--"+r.old, "use", "--"+r.now)
 	}
 }

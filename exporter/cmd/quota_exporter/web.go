@@ -110,37 +110,199 @@ func ready() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "Ready.") })
 }
 
-// scrapeHandler serves /metrics: the gatherer for the request (the exporter's own registry
-// plus one collection of the set, which ends with the request's context and at the scrape
-// timeout) encoded by promhttp into memory while a slot is held, then written to the client
-// with the slot released, within writeTimeout. A client that never reads its response holds
-// its own buffer for writeTimeout, not a slot: 40 of them cannot turn real scrapes away.
-func scrapeHandler(gatherer func(context.Context) prometheus.Gatherer, exporterReg *prometheus.Registry, slots *scrapeSlots, writeTimeout time.Duration, logger *slog.Logger) http.Handler {
+// maxBuilding bounds the distinct responses built at once (one per Accept and
+// Accept-Encoding of the requests in flight: Prometheus sends one kind): each holds a
+// collection's encoded body while it is built.
+const maxBuilding = 2
+
+// maxHeld bounds the distinct finished responses that clients still reading hold: beyond
+// it the connections of the oldest readers are cut (their write deadline set to now). A
+// Prometheus reads a response in milliseconds, so only clients that stall are ever cut; two
+// leave room for a Prometheus pair scraping at once.
+const maxHeld = 2
+
+// scrapeHandler serves /metrics: one response, built by promhttp into memory from the
+// gatherer (the exporter's own registry plus one collection of the set, which ends with the
+// scrape timeout or when every request waiting for it has gone), is shared by the requests
+// that arrive while it is built and ask for the same format and compression: its builder
+// holds a slot, the others wait for its bytes. The bytes are then written to each client
+// with no slot held, within writeTimeout. A client that never reads holds a shared body, not
+// a slot; at most maxHeld distinct bodies are held by such clients (the oldest are cut) and
+// at most maxBuilding are being built, so the memory of responses is bounded whatever the
+// clients do. base ends the builds at shutdown.
+func scrapeHandler(base context.Context, gatherer func(context.Context) prometheus.Gatherer, exporterReg *prometheus.Registry, slots *scrapeSlots, writeTimeout time.Duration, logger *slog.Logger) http.Handler {
 	opts := promhttp.HandlerOpts{
 		ErrorLog:      slogAdapter{logger},
 		ErrorHandling: promhttp.ContinueOnError,
 		Registry:      exporterReg,
 	}
+	s := &sharedResponses{base: base, slots: slots, building: make(chan struct{}, maxBuilding),
+		flights: map[string]*responseFlight{}, held: &heldBodies{max: maxHeld},
+		build: func(ctx context.Context, r *http.Request) *bufferedResponse {
+			resp := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
+			promhttp.HandlerFor(gatherer(ctx), opts).ServeHTTP(resp, r)
+			// Kept exactly as long as it is: the buffer grew by doubling, up to twice that.
+			resp.body = *bytes.NewBuffer(bytes.Clone(resp.body.Bytes()))
+			return resp
+		}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sl := slots.take()
-		if sl == nil {
-			http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", slots.max), http.StatusServiceUnavailable)
-			return
+		resp := s.get(r)
+		if resp == nil {
+			return // the client went away, or the server is stopping
 		}
-		resp := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
-		promhttp.HandlerFor(gatherer(r.Context()), opts).ServeHTTP(resp, r)
-		slots.release(sl)
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		release := s.held.hold(resp, func() { _ = rc.SetWriteDeadline(time.Now()) })
+		defer release()
 		for k, v := range resp.header {
 			w.Header()[k] = v
 		}
 		w.WriteHeader(resp.status)
-		_, _ = w.Write(resp.body.Bytes()) // a client gone or too slow: nothing more to do
+		_, _ = w.Write(resp.body.Bytes()) // a client gone, too slow or cut: nothing more to do
 	})
 }
 
+// sharedResponses builds one response per flight for the requests with the same Accept and
+// Accept-Encoding (so the same bytes suit them all).
+type sharedResponses struct {
+	base     context.Context
+	slots    *scrapeSlots
+	building chan struct{} // tokens: responses being built (maxBuilding)
+	build    func(ctx context.Context, r *http.Request) *bufferedResponse
+	held     *heldBodies
+
+	mu      sync.Mutex
+	flights map[string]*responseFlight
+}
+
+// responseFlight is one response being built for the requests that wait for it.
+type responseFlight struct {
+	key     string
+	done    chan struct{}
+	resp    *bufferedResponse
+	waiters int
+	cancel  context.CancelFunc
+}
+
+// get returns the response for r, joining the flight of its format if one is being built;
+// nil when r's client went away first.
+func (s *sharedResponses) get(r *http.Request) *bufferedResponse {
+	key := r.Header.Get("Accept") + "\x00" + r.Header.Get("Accept-Encoding")
+	s.mu.Lock()
+	f := s.flights[key]
+	if f == nil {
+		sl := s.slots.take()
+		if sl == nil {
+			s.mu.Unlock()
+			return errorResponse(http.StatusServiceUnavailable, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", s.slots.max))
+		}
+		ctx, cancel := context.WithCancel(s.base)
+		f = &responseFlight{key: key, done: make(chan struct{}), cancel: cancel}
+		s.flights[key] = f
+		// The builder sees a copy of the request without its context (the flight outlives
+		// the request that started it) and with the headers that decide the bytes.
+		req := r.Clone(ctx)
+		go func() {
+			defer close(f.done)
+			defer cancel()
+			defer s.slots.release(sl)
+			defer func() {
+				s.mu.Lock()
+				if s.flights[key] == f {
+					delete(s.flights, key)
+				}
+				s.mu.Unlock()
+			}()
+			select {
+			case s.building <- struct{}{}:
+				defer func() { <-s.building }()
+				f.resp = s.build(ctx, req)
+			case <-ctx.Done():
+				f.resp = errorResponse(http.StatusServiceUnavailable, fmt.Sprintf("Limit of responses built at once reached (%d), try again later.", maxBuilding))
+			}
+		}()
+	}
+	f.waiters++
+	s.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.resp
+	case <-r.Context().Done():
+		s.mu.Lock()
+		if f.waiters--; f.waiters == 0 {
+			f.cancel() // nobody waits: stop collecting
+			if s.flights[f.key] == f {
+				delete(s.flights, f.key)
+			}
+		}
+		s.mu.Unlock()
+		return nil
+	}
+}
+
+func errorResponse(status int, msg string) *bufferedResponse {
+	resp := &bufferedResponse{header: http.Header{}, status: status}
+	resp.header.Set("Content-Type", "text/plain; charset=utf-8")
+	resp.header.Set("X-Content-Type-Options", "nosniff")
+	resp.body.WriteString(msg + "\n")
+	return resp
+}
+
+// heldBodies bounds the distinct response bodies that clients still reading hold: a body is
+// shared by the clients of one flight, and when more than max distinct ones are held, the
+// connections of the clients that began reading first are cut (write deadline now), so their
+// bodies can be freed.
+type heldBodies struct {
+	max     int
+	mu      sync.Mutex
+	writers []*heldWriter // in the order they began writing
+}
+
+type heldWriter struct {
+	body *bufferedResponse
+	cut  func()
+}
+
+// hold registers a client about to write body; cut ends its write at once. release, called
+// once its write has returned, unregisters it (cut is never called after release).
+func (h *heldBodies) hold(body *bufferedResponse, cut func()) (release func()) {
+	w := &heldWriter{body: body, cut: cut}
+	h.mu.Lock()
+	h.writers = append(h.writers, w)
+	for h.distinct() > h.max {
+		for i, o := range h.writers {
+			if o.body != body {
+				o.cut()
+				h.writers = append(h.writers[:i:i], h.writers[i+1:]...)
+				break
+			}
+		}
+	}
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for i, o := range h.writers {
+			if o == w {
+				h.writers = append(h.writers[:i:i], h.writers[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// distinct counts the distinct bodies held. h.mu held.
+func (h *heldBodies) distinct() int {
+	seen := make(map[*bufferedResponse]bool, len(h.writers))
+	for _, w := range h.writers {
+		seen[w.body] = true
+	}
+	return len(seen)
+}
+
 // bufferedResponse keeps what promhttp writes (headers, status, encoded and perhaps
-// compressed body) until the slot is released.
+// compressed body) until the slot is released; it is shared, read-only, by the clients of
+// its flight.
 type bufferedResponse struct {
 	header http.Header
 	status int

@@ -4,12 +4,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/promslog"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
 )
 
 // stalledClient connects with a 4 KiB receive buffer (set before connect, so the window it
@@ -154,7 +161,7 @@ func TestLivenessWhenSlotsStuck(t *testing.T) {
 	slots.stuckAfter = 300 * time.Millisecond // scrape timeout plus encoding, shortened for the test
 	reg := prometheus.NewRegistry()
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", scrapeHandler(func(context.Context) prometheus.Gatherer { return stuck }, reg, slots, time.Second, promslog.NewNopLogger()))
+	mux.Handle("/metrics", scrapeHandler(context.Background(), func(context.Context) prometheus.Gatherer { return stuck }, reg, slots, time.Second, promslog.NewNopLogger()))
 	mux.Handle(healthyPath, slots.healthy())
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -166,9 +173,11 @@ func TestLivenessWhenSlotsStuck(t *testing.T) {
 		t.Fatalf("idle: %s %d", healthyPath, st)
 	}
 	done := make(chan int, 2)
-	for range 2 {
+	for _, enc := range []string{"gzip", "identity"} { // two responses: requests alike share one
 		go func() {
-			resp, err := http.Get(srv.URL + "/metrics")
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+			req.Header.Set("Accept-Encoding", enc)
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				done <- 0
 				return
@@ -185,8 +194,13 @@ func TestLivenessWhenSlotsStuck(t *testing.T) {
 	if st := health(); st != http.StatusServiceUnavailable {
 		t.Errorf("slots stuck: %s %d, want 503", healthyPath, st)
 	}
-	if st, _, _ := scrapeWithin(t, srv.URL+"/metrics", time.Second); st != http.StatusServiceUnavailable {
-		t.Errorf("slots stuck: /metrics %d, want 503", st)
+	// A request that can join neither stuck response needs a slot of its own: there is none.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "deflate")
+	if resp, err := (&http.Client{Timeout: time.Second}).Do(req); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("slots stuck: /metrics %v %v, want 503", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	close(stuck.release)
 	for range 2 {
@@ -199,5 +213,223 @@ func TestLivenessWhenSlotsStuck(t *testing.T) {
 	}
 	if st, _, _ := scrapeWithin(t, srv.URL+"/metrics", time.Second); st != http.StatusOK {
 		t.Errorf("after release: /metrics %d", st)
+	}
+}
+
+// fixtureNode writes a v2 node of n pods (a pod cgroup and two containers each, with quotas
+// and limits) under a new directory and returns the exporter flags that read it.
+func fixtureNode(t *testing.T, n int) []string {
+	t.Helper()
+	root := worldReadableTempDir(t)
+	var cgs []fixture.Cgroup
+	for i := range n {
+		pod := fmt.Sprintf("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%08x_1111_2222_3333_%012x.slice", i, i)
+		cgs = append(cgs, fixture.Cgroup{Path: pod, QuotaUS: 200000, MemoryLimit: 1 << 30})
+		for c := range 2 {
+			cgs = append(cgs, fixture.Cgroup{Path: fmt.Sprintf("%s/cri-containerd-%064x.scope", pod, i*2+c), QuotaUS: 100000, MemoryLimit: 512 << 20,
+				Periods: 1000, Throttled: 100, ThrottledUS: 5e6, UserUS: 1e8, SystemUS: 1e7, MemUsage: 300 << 20, Anon: 200 << 20, File: 100 << 20})
+		}
+	}
+	if err := fixture.Write(root, fixture.V2, cgs); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--path.procfs=" + filepath.Join(root, "proc"), "--path.sysfs=" + filepath.Join(root, "sys"), "--path.podlogs=",
+		"--no-collector.process", "--no-collector.go", "--no-collector.jvm", "--no-collector.malloc", "--no-collector.smaps", "--no-collector.oom"}
+}
+
+// procStatusKiB reads a "Name:   123 kB" field of /proc/<pid>/status.
+func procStatusKiB(t *testing.T, pid int, field string) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			var n int
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &n)
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// slowClients is how many clients of TestSlowClientsMemoryBounded connect, ask for a
+// scrape each and never read: each response is larger than the kernel buffers for a
+// stalled reader, so every one of them holds the server's write.
+const slowClients = 40
+
+// The real exporter on a node of 150 pods (responses of 8 MB: full histograms and memory
+// detail): 40 clients that each ask for a scrape and never read do not add a response each to
+// the exporter's memory. The responses they wait for are shared and bounded (the oldest
+// readers are cut), its peak RSS stays within a few responses of the baseline, and a normal
+// scrape meanwhile still succeeds.
+func TestSlowClientsMemoryBounded(t *testing.T) {
+	bin := buildExporter(t)
+	const scrapeTimeout = 10 * time.Second
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, append(fixtureNode(t, 150), "--web.listen-address="+addr, "--scrape.timeout="+scrapeTimeout.String(),
+		"--web.write-timeout=60s", "--throttle.full-histograms", "--memory.detail", "--runtime.gomemlimit-ratio=0")...)
+	// GOGC=10: the heap follows what is live (held responses), not the garbage of each
+	// collection, so the RSS tells what the clients hold.
+	cmd.Env = append(os.Environ(), "GOGC=10")
+	runExporter(t, cmd, addr)
+	pid := cmd.Process.Pid
+	status, body, took := scrapeWithin(t, "http://"+addr+"/metrics", 2*scrapeTimeout)
+	if status != http.StatusOK {
+		t.Fatalf("a scrape: %d", status)
+	}
+	for range 2 { // the baseline: a few scrapes' worth of heap, as a scraped exporter has
+		_, body, _ = scrapeWithin(t, "http://"+addr+"/metrics", 2*scrapeTimeout)
+	}
+	size := len(body) // with the sampler's histograms, which the first scrape may lack
+	base := procStatusKiB(t, pid, "VmHWM")
+	t.Logf("a scrape: %d bytes (the first in %v); peak RSS after three scrapes %d KiB", size, took, base)
+	if size < 4<<20 {
+		t.Fatalf("the response is %d bytes: too small to stall a writer (the kernel buffers about 2.8 MB)", size)
+	}
+	// One client at a time, each after the last one's collection: nothing is shared by
+	// accident of timing.
+	var conns []net.Conn
+	for i := range slowClients {
+		conns = append(conns, stalledClient(t, addr, 1))
+		time.Sleep(200 * time.Millisecond)
+		if i%8 == 7 {
+			t.Logf("%d slow clients: RSS %d KiB", i+1, procStatusKiB(t, pid, "VmRSS"))
+		}
+	}
+	time.Sleep(2 * time.Second)
+	st, body, took := scrapeWithin(t, "http://"+addr+"/metrics", 2*scrapeTimeout)
+	peak := procStatusKiB(t, pid, "VmHWM")
+	grown := peak - base
+	t.Logf("%d slow clients: peak RSS %d KiB (+%d KiB, %.1f responses of %d KiB); a scrape meanwhile: %d in %v",
+		slowClients, peak, grown, float64(grown)*1024/float64(size), size/1024, st, took)
+	if st != http.StatusOK {
+		t.Errorf("a scrape with %d slow clients: %d", slowClients, st)
+	}
+	// Which slow clients were cut: their connection ends within a few seconds of reading on.
+	cut := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			cut++
+		}
+	}
+	t.Logf("%d of the %d slow clients were answered whole or cut before the write timeout; heap: %s", cut, slowClients, strings.Join(metricLinesOf(body, "go_memstats_heap_inuse_bytes", "go_memstats_heap_sys_bytes"), ", "))
+	// At most 4 responses are built and 2 held at once; the heap around them (the collections,
+	// the encoders, what the GC has not yet returned: it lags furthest on a saturated machine,
+	// 13.3 responses measured at load average 65) is at most about as much again. Unbounded
+	// buffering grew it by 174 responses for these 40 clients.
+	if limit := 16 * size / 1024; grown > limit {
+		t.Errorf("peak RSS grew by %d KiB with %d slow clients: more than 16 responses (%d KiB)", grown, slowClients, limit)
+	}
+}
+
+// metricLinesOf are the sample lines of body for the named metrics.
+func metricLinesOf(body string, names ...string) []string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		for _, n := range names {
+			if strings.HasPrefix(l, n+" ") {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// countingGatherer counts its collections and holds each until released.
+type countingGatherer struct {
+	calls   *atomic.Int32
+	release chan struct{}
+}
+
+func (g countingGatherer) Gather() ([]*dto.MetricFamily, error) {
+	g.calls.Add(1)
+	<-g.release
+	name, help, v := "shared_total", "a counter", float64(g.calls.Load())
+	return []*dto.MetricFamily{{Name: &name, Help: &help, Type: dto.MetricType_COUNTER.Enum(),
+		Metric: []*dto.Metric{{Counter: &dto.Counter{Value: &v}}}}}, nil
+}
+
+// Requests that arrive while a response is built, asking for the same format and
+// compression, get that response's bytes: one collection and one encoding for all of them,
+// with one slot. Another compression is a response of its own.
+func TestConcurrentScrapesShareOneResponse(t *testing.T) {
+	var calls atomic.Int32
+	g := countingGatherer{calls: &calls, release: make(chan struct{})}
+	slots := newScrapeSlots(2, time.Second)
+	srv := httptest.NewServer(scrapeHandler(context.Background(), func(context.Context) prometheus.Gatherer { return g },
+		prometheus.NewRegistry(), slots, time.Second, promslog.NewNopLogger()))
+	defer srv.Close()
+	get := func(enc string) (string, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		req.Header.Set("Accept-Encoding", enc)
+		tr := &http.Transport{DisableCompression: true}
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			return err.Error(), ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), resp.Header.Get("Content-Encoding")
+	}
+	type answer struct{ body, enc string }
+	answers := make(chan answer, 11)
+	for range 10 {
+		go func() { b, e := get("identity"); answers <- answer{b, e} }()
+	}
+	go func() { b, e := get("gzip"); answers <- answer{b, e} }()
+	waitGathers := time.Now().Add(5 * time.Second)
+	for calls.Load() < 2 && time.Now().Before(waitGathers) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the rest of the requests join
+	close(g.release)
+	bodies := map[string]int{}
+	for range 11 {
+		a := <-answers
+		bodies[a.enc+":"+a.body]++
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d collections for 11 requests of two compressions, want 2", n)
+	}
+	plain := 0
+	for k, n := range bodies {
+		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "identity:") {
+			plain += n
+			if !strings.Contains(k, "shared_total") {
+				t.Errorf("a plain response: %q", k)
+			}
+		}
+	}
+	if plain != 10 || len(bodies) != 2 {
+		t.Errorf("responses: %v", bodies)
+	}
+}
+
+// heldBodies cuts the oldest readers of other bodies once more than max distinct bodies are
+// held, and never a reader that has released.
+func TestHeldBodiesBound(t *testing.T) {
+	h := &heldBodies{max: 2}
+	bodies := []*bufferedResponse{{}, {}, {}}
+	cut := map[int]bool{}
+	var releases []func()
+	for i, b := range []int{0, 0, 1, 2} {
+		releases = append(releases, h.hold(bodies[b], func() { cut[i] = true }))
+	}
+	// Three distinct bodies: the readers of the oldest other body (0 and 1) are cut.
+	if !cut[0] || !cut[1] || cut[2] || cut[3] {
+		t.Fatalf("cut %v, want readers 0 and 1", cut)
+	}
+	releases[1]() // its write returned: a no-op now
+	releases[2]() // reader 2 is done: body 1 is no longer held
+	h.hold(bodies[0], func() { cut[9] = true })
+	if cut[9] || cut[3] {
+		t.Fatalf("within the bound after a release: cut %v", cut)
+	}
+	if n := h.distinct(); n != 2 {
+		t.Fatalf("%d distinct bodies held, want 2", n)
 	}
 }

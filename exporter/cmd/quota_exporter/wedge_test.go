@@ -138,9 +138,12 @@ func TestManyQuotaCgroupsUnderFileLimit(t *testing.T) {
 	writeQuotaTree(t, root, n)
 	addr := freeAddr(t)
 	// Only the sampler (and discovery): the cpu collector's 200 000 series would make
-	// each scrape of this test take a minute on a loaded 2-core machine.
+	// each scrape of this test take a minute on a loaded 2-core machine. The budgets off:
+	// 20 000 cgroups of one tenant, 4 times the node-wide ceiling, are what this test is about.
 	cmd := exec.Command(prlimit, append([]string{"--nofile=1024:1024", "--", bin, "--web.listen-address=" + addr, "--scrape.timeout=2m",
 		"--throttle.window=1s", "--no-collector.memory", "--no-collector.cpu",
+		"--budget.cgroups-per-tenant=0", "--budget.cgroups=0", "--budget.sampled-cgroups-per-tenant=0", "--budget.sampled-cgroups=0",
+		"--budget.series-per-tenant=0", "--budget.series=0",
 		"--path.procfs=" + filepath.Join(root, "proc"), "--path.sysfs=" + filepath.Join(root, "sys")}, onlyCgroupCollectors...)...)
 	runExporter(t, cmd, addr)
 	var body string

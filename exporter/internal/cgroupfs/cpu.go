@@ -195,7 +195,7 @@ func ReadCPUAcctStat(dir string) (CPUAcctUsage, error) {
 			}
 		})
 	})
-	if err == nil && !(hasUser && hasSystem) {
+	if err == nil && (!hasUser || !hasSystem) {
 		err = fmt.Errorf("%s: %w: user or system missing", filepath.Join(dir, "cpuacct.stat"), ErrParse)
 	}
 	return u, err
@@ -206,18 +206,10 @@ func ReadCPUAcctStat(dir string) (CPUAcctUsage, error) {
 func ReadCpusetCount(path string) (int, error) {
 	var n int
 	err := readFile(path, func(b []byte) (err error) {
-		n, err = ParseCPUList(string(bytes.TrimSpace(b)))
+		if n, err = kernel.CountCPUList(string(bytes.TrimSpace(b))); err != nil {
+			n, err = 0, fmt.Errorf("%w: %w", ErrParse, err)
+		}
 		return err
 	})
 	return n, err
-}
-
-// ParseCPUList counts the CPUs in a kernel CPU list such as "0-3,8,10-11" (kernel.CountCPUList),
-// a malformed list being ErrParse.
-func ParseCPUList(s string) (int, error) {
-	n, err := kernel.CountCPUList(s)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrParse, err)
-	}
-	return n, nil
 }

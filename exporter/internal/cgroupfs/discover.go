@@ -19,7 +19,11 @@ import (
 
 // Cgroup is one watched cgroup.
 type Cgroup struct {
-	Path     string // from the hierarchy root, e.g. /kubepods/burstable/pod<uid>/<id>
+	Path string // from the hierarchy root, e.g. /kubepods/burstable/pod<uid>/<id>
+	// Label is Path as a label value: cleaned, and unique among one walk's cgroups even where
+	// two paths differ only in what cleaning replaces (tenantstr.Unique; set by the cgroup
+	// source). Empty: tenantstr.Label(Path).
+	Label    string
 	Identity Identity
 	// Kind is what the cgroup is to the kubelet and the runtimes (Locate): KindOther,
 	// KindPod, KindContainer or KindSandbox; the other kinds are never watched.
@@ -378,7 +382,8 @@ func probeAll(ctx context.Context, opts WalkOptions, dirs []dirProbe) []WalkErro
 	if budget <= 0 {
 		budget = DefaultProbeBudget
 	}
-	b := procread.Budget{Workers: min(runtime.GOMAXPROCS(0), len(dirs)/64+1), Item: budget, Gate: opts.Gate, Kind: "cgroup directory"}
+	b := procread.Budget{Workers: min(runtime.GOMAXPROCS(0), len(dirs)/64+1), Item: budget, Gate: opts.Gate, Kind: "cgroup directory",
+		Pool: procread.CgroupFiles}
 	res := procread.Map(ctx, b, dirs, func(d dirProbe) string { return d.dir }, dirProbe.read)
 	var errs []WalkError
 	for i, r := range res {

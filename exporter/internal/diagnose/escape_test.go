@@ -23,8 +23,11 @@ func hostileReport(t *testing.T) Report {
 		if w.Pod != "" {
 			w.Namespace, w.Pod, w.Container = hostileName, hostileName, hostileName
 		}
-		if w.BindingCgroup != "" {
-			w.BindingCgroup = "/kubepods/" + hostileName
+		if w.BindingCgroup != "" && w.BindingCgroup != w.Cgroup {
+			// An ancestor's name reaches the fix ("raise the CPU limit (set on ...)").
+			w.BindingCgroup = "/kubepods/ancestor " + hostileName
+		} else if w.BindingCgroup != "" {
+			w.BindingCgroup = w.Cgroup
 		}
 		for j := range w.Processes {
 			w.Processes[j].Name = hostileName
@@ -35,6 +38,11 @@ func hostileReport(t *testing.T) Report {
 	}
 	r := NewReport("history", 15*time.Second, ws, true, time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC))
 	r.Notes = []string{hostileName}
+	// A tenant over the exporter's budgets is named by the name it chose.
+	r.AddFindings(BudgetFindings([]Overrun{
+		{Budget: "cgroups", Reason: "tenant", Tenant: "/" + hostileName, Name: "/" + hostileName, Kept: 32, Skipped: 1968, PerTenant: 32, Node: 5000},
+		{Budget: "stuck_reads", Reason: "tenant", Tenant: hostileName, Name: hostileName + "/" + hostileName, Kept: 8, PerTenant: 8, Node: 128},
+	})...)
 	if len(r.Findings) == 0 {
 		t.Fatal("no findings to print")
 	}

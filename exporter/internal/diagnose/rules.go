@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // Thresholds of the rules, named so the docs and tests can cite them. Those the mixin's
@@ -470,9 +471,12 @@ func period(w *Workload) float64 {
 	return 0.1
 }
 
+// limitOwner names the ancestor that sets the limit, for a fix text. Fix texts carry
+// Markdown of their own (code spans), so the tenant's cgroup name goes in as a code span it
+// cannot close (tenantstr.MarkdownCode), which every report prints safely.
 func limitOwner(w *Workload) string {
 	if onAncestor(w) {
-		return " (set on " + w.BindingCgroup + ")"
+		return " (set on " + tenantstr.MarkdownCode(w.BindingCgroup) + ")"
 	}
 	return ""
 }

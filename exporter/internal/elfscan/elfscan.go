@@ -11,7 +11,6 @@
 package elfscan
 
 import (
-	"bytes"
 	"context"
 	"debug/elf"
 	"encoding/binary"
@@ -37,7 +36,7 @@ const (
 	// bufSize is each streaming buffer: a symbol table, and its string table, are read in
 	// pieces of this size.
 	bufSize = 16 << 10
-	// ctxEvery: a scan checks its context every this many entries, so a read abandoned by
+	// ctxEvery: a scan checks its context every this many entries, so a read given up by
 	// its caller stops instead of scanning on.
 	ctxEvery = 4096
 )
@@ -412,18 +411,4 @@ func (w *Window) Bytes(off uint64, n int) ([]byte, error) {
 	}
 	w.at, w.n = off, k
 	return w.buf[:min(uint64(k), want)], nil
-}
-
-// CString returns the NUL-terminated string at off of w, if it is at most limit bytes
-// (limit below the window's buffer); ok is false when it is longer or unterminated. The
-// slice is valid until w's next call.
-func (w *Window) CString(off uint64, limit int) (s []byte, ok bool, err error) {
-	b, err := w.Bytes(off, limit+1)
-	if err != nil {
-		return nil, false, err
-	}
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		return b[:i], true, nil
-	}
-	return nil, false, nil
 }

@@ -2,9 +2,32 @@
 
 package gopause
 
-import "github.com/cilium/ebpf"
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
 
 // ProgramsOf exposes a tracer's BPF programs to the tests (run-time statistics).
 func ProgramsOf(t *Tracer) map[string]*ebpf.Program {
 	return map[string]*ebpf.Program{"stop_the_world": t.objs.StopTheWorld, "start_the_world": t.objs.StartTheWorld, "world_started": t.objs.WorldStarted}
+}
+
+// Files are the file names the kernel keeps for the attachment's uprobes (bpf_link info,
+// Linux 6.6+): the /proc/self/fd/N they were created with, for checking, while the
+// Executable is open, that they name the inode that was parsed.
+func (a *Attachment) Files() ([]string, error) {
+	var out []string
+	for _, l := range a.links {
+		info, err := l.Info()
+		if err != nil {
+			return nil, err
+		}
+		pe := info.PerfEvent()
+		if pe == nil || pe.Uprobe() == nil {
+			return nil, fmt.Errorf("link %v: no uprobe info", info.Type)
+		}
+		out = append(out, pe.Uprobe().File)
+	}
+	return out, nil
 }

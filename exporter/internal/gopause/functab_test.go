@@ -8,8 +8,9 @@ import (
 	"debug/elf"
 	"debug/gosym"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/gopause/gopausetest"
@@ -98,8 +99,10 @@ func TestFuncsInPclntabAgreesWithGosym(t *testing.T) {
 		}
 	}
 	// debug/gosym's test table of a Go 1.15 binary (the Go 1.2 layout), text at 0x1001000.
-	gz := filepath.Join(runtime.GOROOT(), "src", "debug", "gosym", "testdata", "pcln115.gz")
-	_, err := os.Stat(gz)
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	testutil.Require(t, err == nil, "go env GOROOT")
+	gz := filepath.Join(strings.TrimSpace(string(goroot)), "src", "debug", "gosym", "testdata", "pcln115.gz")
+	_, err = os.Stat(gz)
 	testutil.Require(t, err == nil, "the Go distribution's "+gz)
 	data := testutil.ReadGzip(t, gz)
 	got, want := walk(t, data, 0x1001000), fromGosym(t, data, 0x1001000)

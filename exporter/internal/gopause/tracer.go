@@ -210,25 +210,6 @@ func (t *Tracer) AttachProcess(procfs string, pid int) (*Attachment, Targets, er
 	return a, ex.Targets, nil
 }
 
-// Files are the file names the kernel keeps for the attachment's uprobes (bpf_link info,
-// Linux 6.6+): the /proc/self/fd/N they were created with, for checking, while the
-// Executable is open, that they name the inode that was parsed.
-func (a *Attachment) Files() ([]string, error) {
-	var out []string
-	for _, l := range a.links {
-		info, err := l.Info()
-		if err != nil {
-			return nil, err
-		}
-		pe := info.PerfEvent()
-		if pe == nil || pe.Uprobe() == nil {
-			return nil, fmt.Errorf("link %v: no uprobe info", info.Type)
-		}
-		out = append(out, pe.Uprobe().File)
-	}
-	return out, nil
-}
-
 // Close removes the uprobes.
 func (a *Attachment) Close() error {
 	var err error

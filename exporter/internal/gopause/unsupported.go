@@ -30,5 +30,4 @@ func (*Tracer) Attach(int, *Executable) (*Attachment, error) { return nil, ErrUn
 func (*Tracer) AttachProcess(string, int) (*Attachment, Targets, error) {
 	return nil, Targets{}, ErrUnsupported
 }
-func (*Attachment) Files() ([]string, error) { return nil, ErrUnsupported }
-func (*Attachment) Close() error             { return nil }
+func (*Attachment) Close() error { return nil }

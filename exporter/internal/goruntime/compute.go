@@ -5,8 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // Source names the rule that decides a Go process's GOMAXPROCS.
@@ -129,18 +127,6 @@ func AtLeastGo125(goVersion string) bool {
 	return version.Compare(v, "go1.25") >= 0
 }
 
-// ParseGODEBUG splits a GODEBUG value ("k=v,k2=v2") into a map; later keys win, fields
-// without '=' are ignored (runtime1.go parsegodebug).
-func ParseGODEBUG(s string) map[string]string {
-	out := map[string]string{}
-	for field := range strings.SplitSeq(s, ",") {
-		if k, v, ok := strings.Cut(field, "="); ok {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // GODEBUGInt returns the runtime's integer setting key after applying each GODEBUG string in
 // order (DefaultGODEBUG, then the env). As in the runtime a value that does not parse as an
 // int32 is skipped, so it leaves the previous value in place rather than resetting it.
@@ -158,11 +144,4 @@ func GODEBUGInt(key string, def int32, godebugs ...string) int32 {
 		}
 	}
 	return v
-}
-
-// ParseCPUList counts the CPUs in a kernel CPU list such as "0-3,8,10-11" (the
-// Cpus_allowed_list line of /proc/<pid>/status); false when malformed (kernel.CountCPUList).
-func ParseCPUList(s string) (int, bool) {
-	n, err := kernel.CountCPUList(s)
-	return n, err == nil
 }

@@ -158,8 +158,8 @@ func readAffinity(ctx context.Context, status string) (int, error) {
 	}
 	for line := range kernel.Lines(b) {
 		if v, ok := strings.CutPrefix(string(line), "Cpus_allowed_list:"); ok {
-			n, ok := ParseCPUList(v)
-			if !ok {
+			n, err := kernel.CountCPUList(v)
+			if err != nil {
 				return 0, fmt.Errorf("%w: Cpus_allowed_list %q", ErrParse, strings.TrimSpace(v))
 			}
 			return n, nil

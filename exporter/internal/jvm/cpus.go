@@ -26,11 +26,6 @@ func (v Version) String() string {
 // Known reports whether the version was found.
 func (v Version) Known() bool { return v.Feature > 0 }
 
-// atLeast compares against an update of the same feature release.
-func (v Version) atLeast(feature, update int) bool {
-	return v.Feature > feature || v.Feature == feature && v.Update >= update
-}
-
 // maxVersion caps a java.version value (the longest real ones, "21.0.2+13-LTS-58", are short).
 const maxVersion = 64
 

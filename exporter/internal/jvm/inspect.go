@@ -99,19 +99,19 @@ type cached struct {
 
 // A JVM without usable perf data cost a listing of its /tmp (up to procroot.MaxDirEntries
 // lookups) and a read of its /etc/passwd at every scrape. The miss is remembered per process
-// and looked at again after missRetryMin, then twice as long each time up to missRetryMax: a
+// and looked at again after missRetryFirst, then twice as long each time up to missRetryLongest: a
 // JVM that is starting (its file appears within a second or two) is found at the first
-// scrape after missRetryMin, one that never has a file costs a look every few minutes.
+// scrape after missRetryFirst, one that never has a file costs a look every few minutes.
 const (
-	missRetryMin = 5 * time.Second
-	missRetryMax = 5 * time.Minute
+	missRetryFirst   = 5 * time.Second
+	missRetryLongest = 5 * time.Minute
 )
 
 // remember records a look that found no usable perf data.
 func (c *cached) remember(ue *UnavailableError) {
-	c.missWait = min(max(2*c.missWait, missRetryMin), missRetryMax)
+	c.missWait = min(max(2*c.missWait, missRetryFirst), missRetryLongest)
 	if ue.Reason == ReasonNotReady {
-		c.missWait = missRetryMin // the VM is initialising its counters: soon
+		c.missWait = missRetryFirst // the VM is initialising its counters: soon
 	}
 	c.missed, c.missedAt = ue, time.Now()
 }

@@ -87,13 +87,6 @@ func readStatus(ctx context.Context, procfs string, pid int) (procStatus, error)
 
 func parseStatus(b []byte, pid int) procStatus { return procstatus.Parse(b, pid) }
 
-// CountCPUList counts the CPUs in a list like "0-3,8,10-11"; 0 when malformed
-// (kernel.CountCPUList).
-func CountCPUList(s string) int {
-	n, _ := kernel.CountCPUList(s)
-	return n
-}
-
 // vanished maps a process that went away to os.ErrNotExist (ESRCH shows up on some reads).
 func vanished(err error) error { return kernel.Vanished(err) }
 
@@ -178,8 +171,8 @@ func readOwnPerfData(root *procroot.Root, name string, uid int) ([]byte, error) 
 	if !f.IsRegular() {
 		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is not a regular file", name)}
 	}
-	if uid >= 0 && f.Uid() != uid {
-		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is owned by uid %d, not by the process's uid %d", name, f.Uid(), uid)}
+	if uid >= 0 && f.UID() != uid {
+		return nil, &UnavailableError{Reason: ReasonUnreadable, Err: fmt.Errorf("%s is owned by uid %d, not by the process's uid %d", name, f.UID(), uid)}
 	}
 	b, err := f.Read(hsperfdata.MaxFileSize)
 	if err != nil {

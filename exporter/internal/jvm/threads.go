@@ -72,16 +72,6 @@ type ThreadCounts map[ThreadKind]int
 // maxTasks bounds the walk of a process with a runaway thread count.
 const maxTasks = 100000
 
-// CountThreads classifies every thread of pid from <procfs>/<pid>/task/*/comm. The whole walk
-// is bounded by ctx (procread). Threads that exit during the walk are skipped.
-func CountThreads(ctx context.Context, procfs string, pid int) (ThreadCounts, error) {
-	names, err := ThreadNames(ctx, procfs, pid)
-	if err != nil {
-		return nil, err
-	}
-	return ClassifyThreads(names), nil
-}
-
 // ClassifyThreads counts thread names by kind.
 func ClassifyThreads(names []string) ThreadCounts {
 	out := ThreadCounts{}

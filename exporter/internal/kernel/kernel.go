@@ -67,6 +67,16 @@ func CountCPUList(s string) (int, error) {
 	return n, nil
 }
 
+// OnlineCPUs counts the host's online CPUs (<sysfs>/devices/system/cpu/online): what glibc
+// sizes its arena limit by, whatever the cgroup's quota or cpuset.
+func OnlineCPUs(sysfs string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(sysfs, "devices", "system", "cpu", "online"))
+	if err != nil {
+		return 0, err
+	}
+	return CountCPUList(string(b))
+}
+
 // cpuNumber parses a CPU number; longer strings are refused before strconv, whose errors
 // hold a copy of their input.
 func cpuNumber(s string) (uint64, error) {
@@ -126,4 +136,60 @@ func BootTime(procfs string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("boot time: no btime in %s/stat", procfs)
+}
+
+// ErrPIDReused is a process whose PID now belongs to another process (its start time
+// differs): what was read by that PID is the other process's. It wraps os.ErrNotExist: the
+// process read is gone.
+var ErrPIDReused = fmt.Errorf("%w: the PID now belongs to another process", os.ErrNotExist)
+
+// StartTicks reads the start time (field 22 of <procfs>/<pid>/stat, clock ticks since boot)
+// of a process, to tell it from a later process with the same PID. It reads into a buffer
+// on the stack and allocates nothing but the path.
+func StartTicks(procfs string, pid int) (uint64, error) {
+	f, err := os.Open(procfs + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, Vanished(err)
+	}
+	defer f.Close()
+	var buf [1024]byte // a stat line is at most ~700 bytes
+	n, err := f.Read(buf[:])
+	if err != nil {
+		return 0, Vanished(err)
+	}
+	return ParseStartTicks(buf[:n])
+}
+
+// ParseStartTicks parses the start time out of a /proc/<pid>/stat line: the 20th field after
+// the comm's closing parenthesis (the comm may hold spaces and parentheses).
+func ParseStartTicks(b []byte) (uint64, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("stat: no comm")
+	}
+	field := 0
+	for j := i + 1; j < len(b); {
+		for j < len(b) && b[j] == ' ' {
+			j++
+		}
+		k := j
+		for k < len(b) && b[k] != ' ' && b[k] != '\n' {
+			k++
+		}
+		if k == j {
+			break
+		}
+		if field++; field == 20 {
+			var v uint64
+			for _, c := range b[j:k] {
+				if c < '0' || c > '9' || v > (1<<63)/10 {
+					return 0, fmt.Errorf("stat: start time %q", b[j:k])
+				}
+				v = v*10 + uint64(c-'0')
+			}
+			return v, nil
+		}
+		j = k
+	}
+	return 0, fmt.Errorf("stat: %d fields after the comm", field)
 }

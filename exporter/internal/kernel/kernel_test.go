@@ -80,3 +80,34 @@ func TestBootTime(t *testing.T) {
 		t.Errorf("real /proc: %v, %v", bt, err)
 	}
 }
+
+func TestParseStartTicks(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want uint64
+		ok   bool
+	}{
+		{"1234 (sleep) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 2400000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n", 98765, true},
+		{"7 (a) b) c) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n", 42, true},
+		{"7 (x) S 1 2", 0, false},
+		{"7 (x) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4x2 0", 0, false},
+		{"no comm", 0, false},
+	} {
+		got, err := ParseStartTicks([]byte(c.line))
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseStartTicks(%q) = %d, %v", c.line, got, err)
+		}
+	}
+	self, err := StartTicks("/proc", os.Getpid())
+	if err != nil || self == 0 {
+		t.Fatalf("own start time: %d, %v", self, err)
+	}
+	if _, err := StartTicks("/proc", 1<<30); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a PID that does not exist: %v", err)
+	}
+}
+
+func FuzzParseStartTicks(f *testing.F) {
+	f.Add([]byte("1234 (sleep) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 2400000"))
+	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ParseStartTicks(b) })
+}

@@ -149,13 +149,6 @@ type cutLink struct {
 	c        Container
 }
 
-// Refresh re-reads both directories now.
-func (r *Resolver) Refresh() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.refresh()
-}
-
 // Stats returns the counters.
 func (r *Resolver) Stats() Stats {
 	r.mu.Lock()

@@ -134,12 +134,7 @@ func onlineCPUs(ctx context.Context, sysfs string) int {
 	if err != nil {
 		return runtime.NumCPU() // best effort; the exporter usually runs on the host
 	}
-	return countCPUList(string(bytes.TrimSpace(b)))
-}
-
-// countCPUList counts a kernel CPU list like "0-3,8,10-11"; 0 when malformed
-// (kernel.CountCPUList), which makes onlineCPUs fall back to glibc's assumption.
-func countCPUList(s string) int {
-	n, _ := kernel.CountCPUList(s)
+	// 0 when malformed, which makes the limit fall back to glibc's assumption.
+	n, _ := kernel.CountCPUList(string(bytes.TrimSpace(b)))
 	return n
 }

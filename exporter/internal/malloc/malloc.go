@@ -86,6 +86,10 @@ type Known struct {
 	Allocators  *execache.Cache[string]
 }
 
+// ErrLoading is returned for a process whose dynamic loader has not yet mapped its libraries
+// (it exec'ed a moment ago): nothing can be told yet, and nothing should be remembered.
+var ErrLoading = errors.New("process is still loading its libraries")
+
 // InspectWithLimit is Inspect followed by ArenaLimit (for glibc processes; 0 otherwise),
 // with environ and task/*/comm not read here but taken from k.
 func InspectWithLimit(ctx context.Context, procfs, sysfs string, pid int, k Known) (*State, int, error) {
@@ -142,6 +146,11 @@ func inspect(ctx context.Context, procfs string, pid int, environ *environ, thre
 	if maps.mappings == 0 {
 		// Zombies (and kernel threads) have no address space.
 		return nil, fmt.Errorf("malloc: pid %d has no mappings (exited): %w", pid, os.ErrNotExist)
+	}
+	if maps.loader && maps.glibc == "" && maps.allocLib == "" {
+		// Exec'ed a moment ago: the kernel mapped glibc's loader, which has not yet mapped
+		// libc. Deciding now would call a glibc process "other" until the next look.
+		return nil, fmt.Errorf("malloc: pid %d: %w", pid, ErrLoading)
 	}
 	st := &State{Glibc: maps.glibc}
 	// Environment errors are not fatal: maps is the main evidence.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
-
-	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
 
 // Mapping is one line of /proc/<pid>/maps.
@@ -20,18 +18,6 @@ type Mapping struct {
 // 2.40's glibc.mem.decorate_maps names arenas "[anon: glibc: malloc arena]") still count.
 func (m Mapping) Anonymous() bool {
 	return m.Inode == 0 && (m.Path == "" || strings.HasPrefix(m.Path, "[anon:"))
-}
-
-// ParseMaps parses the text of /proc/<pid>/maps. Lines that do not parse are skipped (a read
-// capped in size can end in half a line); it never panics.
-func ParseMaps(b []byte) []Mapping {
-	var out []Mapping
-	for line := range kernel.Lines(b) {
-		if m, ok := parseMapsLine(line); ok {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // parseMapsLine parses "start-end perms offset dev inode   path"; the path may hold spaces.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"path/filepath"
+	"strings"
 )
 
 // /proc/<pid>/maps and smaps are as long as the tenant makes them (vm.max_map_count, 65 530
@@ -56,6 +58,7 @@ type mapsSummary struct {
 	mappings  int
 	glibc     string   // see glibcVersion
 	allocLib  string   // allocator of the first mapped allocator library, "" for none
+	loader    bool     // glibc's dynamic loader (ld-linux*) is mapped
 	cands     []uint64 // heap candidates (see candidates), at most limit
 	heuristic []Range  // heaps by their mapping shapes (see heuristicHeaps), at most limit
 	prev      Mapping  // the previous mapping, for heuristic pairs
@@ -72,6 +75,9 @@ func (s *mapsSummary) add(m Mapping) {
 		}
 		if s.allocLib == "" {
 			s.allocLib = libAllocator(m.Path)
+		}
+		if !s.loader {
+			s.loader = strings.HasPrefix(filepath.Base(m.Path), "ld-linux")
 		}
 	}
 	if m.Perms == "rw-p" && m.Anonymous() {

@@ -48,16 +48,6 @@ type SmapsEntry struct {
 	Rss uint64
 }
 
-// ParseSmapsRss picks each mapping's Rss out of /proc/<pid>/smaps; it never panics.
-func ParseSmapsRss(b []byte) []SmapsEntry {
-	var out []SmapsEntry
-	var err error
-	for e := range smapsEntries(bytes.NewReader(b), &err) {
-		out = append(out, e)
-	}
-	return out
-}
-
 // parseKB parses the value of an smaps "Rss:" line ("  1024 kB") into bytes; 0 if malformed.
 func parseKB(v []byte) uint64 {
 	v = bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB"))

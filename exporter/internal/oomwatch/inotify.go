@@ -184,13 +184,12 @@ func (b *inotify) events() {
 			if ev.Mask&syscall.IN_MODIFY != 0 {
 				k, err := readKills(c.dir)
 				w.mu.Lock()
-				switch {
-				case err == nil:
+				if err == nil {
 					if k > c.kills {
 						b.observed[parentPath(c.cg.Path)] += k - c.kills
 					}
 					c.kills = k
-				default: // gone (ENOENT, or ENODEV for a file opened as kernfs removed it)
+				} else { // gone (ENOENT, or ENODEV for a file opened as kernfs removed it)
 					c.lost = true
 				}
 				w.mu.Unlock()

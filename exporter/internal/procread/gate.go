@@ -3,7 +3,6 @@ package procread
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 )
 
@@ -76,20 +75,6 @@ func (g *Gate) Stuck() map[string]int {
 			out[o.kind]++
 		}
 	}
-	return out
-}
-
-// StuckKeys lists the stuck keys, sorted (for logs and tests).
-func (g *Gate) StuckKeys() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var out []string
-	for k, o := range g.busy {
-		if o.stuck {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
 	return out
 }
 

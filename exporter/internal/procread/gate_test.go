@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -217,32 +220,36 @@ func TestMapPanicIsItemError(t *testing.T) {
 	}
 }
 
-// Many stuck reads (many hostile processes, each with its own key) cannot add up past
-// MaxStuck threads: beyond it reads are refused at once, and the count comes back down as the
-// stuck reads return.
+// Many stuck reads (many hostile processes, each with its own key) cannot add up past a
+// pool's ceiling: beyond it the pool's reads are refused at once, the other pool's are not,
+// and the count comes back down as the stuck reads return.
 func TestNodeWideStuckCap(t *testing.T) {
 	dir := t.TempDir()
 	// Reads released by earlier tests return asynchronously: start from none.
 	waitFor(t, "earlier tests' stuck reads to return", func() bool { return Stuck() == 0 })
-	base := Stuck()
+	node, perTenant := CgroupFiles.Limits()
+	defer CgroupFiles.SetLimits(node, perTenant)
+	const ceiling = 16
+	CgroupFiles.SetLimits(ceiling, 0)
+	kernel := WithPool(context.Background(), CgroupFiles, "")
 	var fifos []string
 	defer func() {
 		for _, p := range fifos {
 			release(t, p)
 		}
 	}()
-	for i := range MaxStuck - base {
+	for i := range ceiling {
 		p := fifo(t, dir, fmt.Sprintf("stuck%d", i))
 		fifos = append(fifos, p)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		ctx, cancel := context.WithTimeout(kernel, 10*time.Millisecond)
 		_, err := ReadFile(ctx, p, 10)
 		cancel()
 		if !errors.Is(err, ErrTimeout) {
 			t.Fatalf("read %d: %v", i, err)
 		}
 	}
-	if Stuck() != MaxStuck {
-		t.Fatalf("stuck = %d, want %d", Stuck(), MaxStuck)
+	if CgroupFiles.Stuck() != ceiling || Stuck() != ceiling {
+		t.Fatalf("stuck = %d (all pools %d), want %d", CgroupFiles.Stuck(), Stuck(), ceiling)
 	}
 	threads := func() int { n, _ := runtime.ThreadCreateProfile(nil); return n }
 	before := threads()
@@ -251,11 +258,11 @@ func TestNodeWideStuckCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 100 {
-		if _, err := ReadFile(context.Background(), ok, 10); !errors.Is(err, ErrOverloaded) {
+		if _, err := ReadFile(kernel, ok, 10); !errors.Is(err, ErrOverloaded) {
 			t.Fatalf("read at the cap: %v, want ErrOverloaded", err)
 		}
 	}
-	res := Map(context.Background(), Budget{Workers: 4}, []string{ok, ok}, func(s string) string { return s }, readPath)
+	res := Map(context.Background(), Budget{Workers: 4, Pool: CgroupFiles}, []string{ok, ok}, func(s string) string { return s }, readPath)
 	for _, r := range res {
 		if !errors.Is(r.Err, ErrOverloaded) {
 			t.Fatalf("Map at the cap: %v", r.Err)
@@ -264,13 +271,104 @@ func TestNodeWideStuckCap(t *testing.T) {
 	if after := threads(); after > before+2 {
 		t.Errorf("threads grew from %d to %d while refusing", before, after)
 	}
+	// The other pool is not refused.
+	if b, err := ReadFile(context.Background(), ok, 10); err != nil || string(b) != "x" {
+		t.Fatalf("a process file's read with the cgroup files' pool full: %q, %v", b, err)
+	}
 	for _, p := range fifos {
 		release(t, p)
 	}
 	fifos = nil
-	waitFor(t, "stuck reads to return", func() bool { return Stuck() == base })
-	if b, err := ReadFile(context.Background(), ok, 10); err != nil || string(b) != "x" {
+	waitFor(t, "stuck reads to return", func() bool { return Stuck() == 0 })
+	if b, err := ReadFile(kernel, ok, 10); err != nil || string(b) != "x" {
 		t.Fatalf("after release: %q, %v", b, err)
+	}
+}
+
+// A tenant's stuck reads stop at its budget: its further reads are refused at once (counted
+// and reported by tenant), another tenant's and the cgroup files' reads go on, and its reads
+// come back as the stuck ones return.
+func TestTenantStuckBudget(t *testing.T) {
+	dir := t.TempDir()
+	waitFor(t, "earlier tests' stuck reads to return", func() bool { return Stuck() == 0 })
+	node, perTenant := ProcessFiles.Limits()
+	defer ProcessFiles.SetLimits(node, perTenant)
+	ProcessFiles.SetLimits(100, 3)
+	var refusals []string
+	var mu sync.Mutex
+	ProcessFiles.OnRefuse(func(tenant, reason string) {
+		mu.Lock()
+		refusals = append(refusals, tenant+"/"+reason)
+		mu.Unlock()
+	})
+	defer ProcessFiles.OnRefuse(nil)
+	tenant0, _ := ProcessFiles.Refused()
+
+	var evil []string
+	for i := range 10 {
+		evil = append(evil, fifo(t, dir, fmt.Sprintf("evil%d", i)))
+	}
+	defer func() {
+		for _, p := range evil {
+			release(t, p)
+		}
+	}()
+	ok := filepath.Join(dir, "ok")
+	if err := os.WriteFile(ok, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	items := append(append([]string{}, evil...), ok)
+	tenants := func(i int) string {
+		if items[i] == ok {
+			return "calm"
+		}
+		return "evil"
+	}
+	b := Budget{Workers: 2, Item: 20 * time.Millisecond, Gate: NewGate("test"), Kind: "environ", Tenant: tenants}
+	res := Map(context.Background(), b, items, func(s string) string { return s }, readPath)
+	if ProcessFiles.Stuck() != 3 || !slices.Equal(ProcessFiles.StuckTenants(), []string{"evil"}) {
+		t.Fatalf("stuck %d of %v, want 3 of the evil tenant", ProcessFiles.Stuck(), ProcessFiles.StuckTenants())
+	}
+	refused := 0
+	for i, r := range res[:10] {
+		if errors.Is(r.Err, ErrTenantOverloaded) {
+			refused++
+			if !errors.Is(r.Err, ErrStuck) {
+				t.Errorf("item %d: %v does not wrap ErrStuck", i, r.Err)
+			}
+		}
+	}
+	if refused != 7 {
+		t.Errorf("%d of the evil tenant's reads refused, want 7", refused)
+	}
+	if r := res[10]; r.Err != nil || string(r.Value) != "x" {
+		t.Errorf("the calm tenant's read: %q, %v", r.Value, r.Err)
+	}
+	if got := ProcessFiles.AtBudget(); got["evil"] != 3 || len(got) != 1 {
+		t.Errorf("at budget: %v", got)
+	}
+	if tn, _ := ProcessFiles.Refused(); tn-tenant0 != 7 {
+		t.Errorf("refusals counted: %d, want 7", tn-tenant0)
+	}
+	mu.Lock()
+	if len(refusals) != 7 || refusals[0] != "evil/tenant" {
+		t.Errorf("refusals heard: %v", refusals)
+	}
+	mu.Unlock()
+	// A read of the evil tenant outside Map is refused too; the cgroup files are not.
+	if _, err := ReadFile(WithPool(context.Background(), ProcessFiles, "evil"), ok, 10); !errors.Is(err, ErrTenantOverloaded) {
+		t.Errorf("ReadFile of the evil tenant: %v", err)
+	}
+	if _, err := ReadFile(WithPool(context.Background(), CgroupFiles, ""), ok, 10); err != nil {
+		t.Errorf("a cgroup file: %v", err)
+	}
+	for _, p := range evil {
+		release(t, p)
+	}
+	evil = nil
+	waitFor(t, "stuck reads to return", func() bool { return ProcessFiles.Stuck() == 0 })
+	if _, err := ReadFile(WithPool(context.Background(), ProcessFiles, "evil"), ok, 10); err != nil {
+		t.Errorf("after release: %v", err)
 	}
 }
 
@@ -278,7 +376,7 @@ func TestNodeWideStuckCap(t *testing.T) {
 func TestDoRecoversPanic(t *testing.T) {
 	_, err := Do(context.Background(), func() (int, error) {
 		var m map[string]int
-		m["x"]++ // panics
+		m["x"]++ //nolint:staticcheck // panics
 		return 0, nil
 	})
 	if !errors.Is(err, ErrPanic) {
@@ -287,5 +385,39 @@ func TestDoRecoversPanic(t *testing.T) {
 	res := Map(context.Background(), Budget{Workers: 1}, []int{1}, func(int) string { return "k" }, func(int) (int, error) { panic("bad") })
 	if !errors.Is(res[0].Err, ErrPanic) {
 		t.Fatalf("Map: %v", res[0].Err)
+	}
+}
+
+// A tenant with more reads than its budget, none stuck, is never refused: its reads beyond
+// the budget wait for a slot, so at most the budget run at once.
+func TestTenantSlotsWaitNotRefuse(t *testing.T) {
+	waitFor(t, "earlier tests' stuck reads to return", func() bool { return Stuck() == 0 })
+	node, perTenant := ProcessFiles.Limits()
+	defer ProcessFiles.SetLimits(node, perTenant)
+	ProcessFiles.SetLimits(100, 3)
+	// A stuck read of another tenant makes the pool leave its fast path.
+	dir := t.TempDir()
+	other := fifo(t, dir, "other")
+	defer release(t, other)
+	Map(context.Background(), Budget{Workers: 1, Item: 10 * time.Millisecond, Tenant: func(int) string { return "other" }},
+		[]string{other}, func(s string) string { return s }, readPath)
+	var running, most atomic.Int32
+	items := make([]int, 50)
+	res := Map(context.Background(), Budget{Workers: 8, Item: time.Second, Tenant: func(int) string { return "busy" }},
+		items, func(int) string { return "" }, func(int) (int, error) {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(time.Millisecond)
+			running.Add(-1)
+			return 1, nil
+		})
+	for i, r := range res {
+		if r.Err != nil || r.Value != 1 {
+			t.Fatalf("item %d: %v", i, r.Err)
+		}
+	}
+	if m := most.Load(); m > 3 {
+		t.Errorf("%d reads of one tenant ran at once, budget 3", m)
 	}
 }

@@ -19,6 +19,12 @@ type Budget struct {
 	Gate *Gate
 	// Kind labels the items' reads in the gate's stuck counts.
 	Kind string
+	// Pool is what the items' stuck reads count against: CgroupFiles or ProcessFiles
+	// (nil: ProcessFiles).
+	Pool *Pool
+	// Tenant, if set, is item i's tenant: its stuck reads count against that tenant's budget
+	// in Pool, and its items are refused while it is at the budget.
+	Tenant func(i int) string
 }
 
 // Result is one item's outcome. Done is false for items Map never started (ctx ended);
@@ -43,8 +49,19 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 		return res
 	}
 	workers := max(1, min(b.Workers, len(items)))
+	pool := b.Pool
+	if pool == nil {
+		pool = ProcessFiles
+	}
+	tenantOf := func(i int) string {
+		if b.Tenant == nil {
+			return ""
+		}
+		return b.Tenant(i)
+	}
 	type worker struct {
 		item   int // -1 between items
+		tenant string
 		start  time.Time
 		gaveUp bool
 	}
@@ -73,15 +90,27 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 			}
 			i := next
 			next++
-			w.item, w.start = i, time.Now()
+			mu.Unlock()
+
+			// A read with a tenant takes one of the tenant's slots first, waiting (outside
+			// the item's time) while they are all held by reads still running.
+			tenant := tenantOf(i)
+			release, err := pool.take(ctx, tenant)
+			mu.Lock()
+			if sealed {
+				delete(active, w)
+				mu.Unlock()
+				if release != nil {
+					release()
+				}
+				return
+			}
+			w.item, w.tenant, w.start = i, tenant, time.Now()
 			mu.Unlock()
 
 			var v R
-			var err error
 			var leave func()
-			if overloaded() {
-				err = ErrOverloaded
-			} else if b.Gate != nil {
+			if err == nil && b.Gate != nil {
 				leave, err = b.Gate.Enter(key(items[i]), b.Kind)
 			}
 			if err == nil {
@@ -90,9 +119,12 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 					leave()
 				}
 			}
+			if release != nil {
+				release()
+			}
 			mu.Lock()
 			if w.gaveUp {
-				stuck.Add(-1) // counted by giveUp; it no longer holds a thread
+				pool.returned(w.tenant) // counted by giveUp; it no longer holds a thread
 			}
 			if !sealed && !w.gaveUp {
 				res[i] = Result[R]{Value: v, Err: err, Done: true}
@@ -124,7 +156,7 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 	}
 	giveUp := func(w *worker, why string, isStuck bool) {
 		w.gaveUp = true
-		stuck.Add(1) // node-wide, until the worker's read returns (run, under mu)
+		pool.gaveUp(w.tenant) // until the worker's read returns (run, under mu)
 		delete(active, w)
 		res[w.item] = Result[R]{Err: fmt.Errorf("%s: %w", why, ErrTimeout), Done: true}
 		if b.Gate != nil && isStuck {

@@ -30,10 +30,13 @@
 //
 // ErrStuck wraps ErrTimeout: error counters report both as reason "timeout".
 //
-// Node-wide bound: every stuck read (given up by its caller and not yet returned) holds an OS thread
-// in the kernel. At most MaxStuck such reads exist in the whole process; while that many are
-// outstanding, new reads are refused at once with ErrOverloaded (a timeout) instead of
-// starting a goroutine, whatever gate, collector or process they are for.
+// Node-wide bounds: every read its caller gave up on and not yet returned holds an OS thread
+// in the kernel. Such reads count against one of two pools (Pool): CgroupFiles for the
+// kernel's cgroup files, ProcessFiles for processes' files, with a budget per tenant there
+// (Budget.Pool and Budget.Tenant for Map, WithPool for the others; ProcessFiles without a
+// tenant by default). A tenant at its budget has its new reads refused at once with
+// ErrTenantOverloaded, and a pool at its ceiling every new read with ErrOverloaded, instead
+// of starting a goroutine; the other pool's reads, and the other tenants', go on.
 //
 // Panics: a panic in a read function (a parser bug on a tenant's file) is recovered in the
 // goroutine that ran it and returned as that read's error, wrapping ErrPanic.
@@ -56,28 +59,23 @@ const DefaultTimeout = 2 * time.Second
 // left behind (it ends when the kernel returns).
 var ErrTimeout = errors.New("read timed out")
 
-// MaxStuck caps, for the whole exporter, the reads that their callers gave up on and that have
-// not returned: each one is an OS thread blocked in the kernel (a process whose mmap lock is
-// held, a stuck FUSE server, a cgroup file behind a kernel lock). Per-key gates stop a stuck
-// key from costing a thread per scrape; this stops many stuck keys (many hostile processes)
-// from adding up: 64 threads cost ~64 × 8 KiB of kernel stack plus Go's ~8 KiB each, and stay
-// well below Go's 10 000-thread limit, which ends the process.
+// MaxStuck is the ceiling of CgroupFiles: reads of kernel cgroup files that their callers
+// gave up on and that have not returned (a cgroup file behind a kernel lock). Per-key gates stop
+// a stuck key from costing a thread per scrape; the pools stop many stuck keys from adding up:
+// 64 threads cost ~64 × 8 KiB of kernel stack plus Go's ~8 KiB each, and the pools together
+// stay well below Go's 10 000-thread limit, which ends the process.
 const MaxStuck = 64
 
-// ErrOverloaded is returned, without reading, while MaxStuck stuck reads are outstanding.
-var ErrOverloaded = fmt.Errorf("%w: %d stuck reads have not returned (node-wide cap)", ErrTimeout, MaxStuck)
+// ErrOverloaded is returned, without reading, while a pool's ceiling of stuck reads is
+// outstanding.
+var ErrOverloaded = fmt.Errorf("%w: stuck reads have not returned (node-wide ceiling)", ErrTimeout)
 
 // ErrPanic wraps a panic recovered in a read function.
 var ErrPanic = errors.New("panic while reading")
 
-// stuck counts stuck reads not yet returned (see MaxStuck).
-var stuck atomic.Int64
-
-// Stuck is the number of stuck reads, node-wide, that have not returned.
-func Stuck() int { return int(stuck.Load()) }
-
-// overloaded reports whether new reads must be refused.
-func overloaded() bool { return stuck.Load() >= MaxStuck }
+// Stuck is the number of stuck reads, node-wide and in both pools, that have not
+// returned.
+func Stuck() int { return CgroupFiles.Stuck() + ProcessFiles.Stuck() }
 
 // recovered turns a recovered panic value into an error wrapping ErrPanic; the value is cut
 // short (it may quote the input).
@@ -90,21 +88,25 @@ func recovered(r any) error {
 }
 
 // readState tracks whether a read's caller gave up on it before it returned: the side that
-// comes second (the read returning, or the caller giving up) settles the node-wide count.
-type readState struct{ state atomic.Int32 } // 0 running, 1 returned, 2 given up (stuck)
+// comes second (the read returning, or the caller giving up) settles the pool's count.
+type readState struct {
+	state  atomic.Int32 // 0 running, 1 returned, 2 given up (stuck)
+	pool   *Pool
+	tenant string
+}
 
 // returned is called by the reading goroutine when the read returns.
 func (a *readState) returned() {
 	if !a.state.CompareAndSwap(0, 1) {
-		stuck.Add(-1) // given up earlier: it no longer holds a thread
+		a.pool.returned(a.tenant) // given up earlier: it no longer holds a thread
 	}
 }
 
 // giveUp is called by the caller when it stops waiting.
 func (a *readState) giveUp() {
-	stuck.Add(1)
+	a.pool.gaveUp(a.tenant)
 	if !a.state.CompareAndSwap(0, 2) {
-		stuck.Add(-1) // returned meanwhile
+		a.pool.returned(a.tenant) // returned meanwhile
 	}
 }
 
@@ -126,11 +128,12 @@ func ReadAt(ctx context.Context, f *os.File, buf []byte, off int64) (int, error)
 		n   int
 		err error
 	}
-	if overloaded() {
-		return 0, ErrOverloaded
+	pool, tenant := poolOf(ctx)
+	if err := pool.admit(tenant); err != nil {
+		return 0, err
 	}
 	ch := make(chan result, 1)
-	var a readState
+	a := readState{pool: pool, tenant: tenant}
 	go func() {
 		defer a.returned()
 		n, err := f.ReadAt(buf, off)
@@ -154,18 +157,19 @@ func Do[T any](ctx context.Context, read func() (T, error)) (T, error) {
 
 // race runs read in a goroutine and returns its result, or timedOut's error when ctx ends
 // first (DefaultTimeout if ctx has no deadline); the goroutine left behind ends when read does,
-// and counts towards MaxStuck until then. A panic in read is its error (ErrPanic).
+// and counts against ctx's pool (WithPool) until then. A panic in read is its error (ErrPanic).
 func race[T any](ctx context.Context, read func() (T, error), timedOut func() error) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
 	var zero T
-	if overloaded() {
-		return zero, ErrOverloaded
+	pool, tenant := poolOf(ctx)
+	if err := pool.admit(tenant); err != nil {
+		return zero, err
 	}
 	ch := make(chan result, 1)
-	var a readState
+	a := readState{pool: pool, tenant: tenant}
 	go func() {
 		defer a.returned()
 		var r result

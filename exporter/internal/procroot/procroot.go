@@ -99,7 +99,7 @@ func (r *Root) Lookup(name string) (*File, error) {
 func (f *File) Close() error { return f.h.Close() }
 
 // Uid is the owner of the file.
-func (f *File) Uid() int { return int(f.st.Uid) }
+func (f *File) UID() int { return int(f.st.Uid) }
 
 // Size is the file's size when it was looked up.
 func (f *File) Size() int64 { return f.st.Size }

@@ -7,6 +7,8 @@ package tenantstr
 import (
 	"fmt"
 	"hash/crc32"
+	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -140,4 +142,98 @@ func MarkdownCode(s string) string {
 		s = " " + s + " "
 	}
 	return fence + s + fence
+}
+
+// Unique returns the label of each of raws (Label), made unique among them: distinct raw
+// values get distinct labels, so that two names differing only in what cleaning replaces or
+// cuts (a control character, bytes past the cap) are two series, not one duplicated. A
+// value keeps its label when no other value's label is the same, or when it is that label
+// itself (a plain value); the others sharing a label get " #2", " #3", ... in the byte
+// order of their raw values, the label cut to leave room (Label's rule). Equal raw values
+// get equal labels. It allocates nothing when every value is plain and short, the usual case.
+func Unique(raws []string) []string {
+	out := make([]string, len(raws))
+	changed := false
+	for i, r := range raws {
+		out[i] = Label(r)
+		changed = changed || out[i] != r
+	}
+	if !changed { // distinct plain values are distinct labels
+		return out
+	}
+	// Group the raw values by label; only labels that a changed value has can be shared.
+	byLabel := map[string][]string{}
+	for i, r := range raws {
+		byLabel[out[i]] = append(byLabel[out[i]], r)
+	}
+	taken := make(map[string]bool, len(raws))
+	for _, l := range out {
+		taken[l] = true
+	}
+	labels := make([]string, 0, len(byLabel))
+	for l := range byLabel {
+		labels = append(labels, l)
+	}
+	sort.Strings(labels) // the same ordinals every time
+	renamed := map[string]string{}
+	for _, label := range labels {
+		rs := dedupe(byLabel[label])
+		if len(rs) < 2 {
+			continue
+		}
+		// The plain value (raw == label), if any, keeps the label; the others, in byte order,
+		// get the next free ordinal.
+		sort.Slice(rs, func(i, j int) bool {
+			if (rs[i] == label) != (rs[j] == label) {
+				return rs[i] == label
+			}
+			return rs[i] < rs[j]
+		})
+		n := 1
+		for _, r := range rs[1:] {
+			for {
+				n++
+				suffix := " #" + strconv.Itoa(n)
+				cand := cut(label, MaxLabel-len(suffix)) + suffix
+				if !taken[cand] {
+					taken[cand] = true
+					renamed[r] = cand
+					break
+				}
+			}
+		}
+	}
+	for i, r := range raws {
+		if l, ok := renamed[r]; ok {
+			out[i] = l
+		}
+	}
+	return out
+}
+
+// dedupe drops repeated values of a small list.
+func dedupe(rs []string) []string {
+	if len(rs) < 2 {
+		return rs
+	}
+	seen := make(map[string]bool, len(rs))
+	out := rs[:0:0]
+	for _, r := range rs {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// cut shortens s to at most n bytes on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -2,6 +2,7 @@ package tenantstr
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -10,7 +11,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
-func clean_(s string) bool {
+func isClean(s string) bool {
 	return utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) < 0
 }
 
@@ -38,7 +39,7 @@ func TestLabelLong(t *testing.T) {
 	b := a[:len(a)-1] + "x"
 	la, lb := Label(a), Label(b)
 	for _, l := range []string{la, lb} {
-		if len(l) > MaxLabel || !clean_(l) || !strings.Contains(l, "…") {
+		if len(l) > MaxLabel || !isClean(l) || !strings.Contains(l, "…") {
 			t.Errorf("Label(64 KiB) = %q (%d bytes)", l, len(l))
 		}
 	}
@@ -115,4 +116,54 @@ func TestKeepPinsNothing(t *testing.T) {
 	}
 	runtime.KeepAlive(short)
 	runtime.KeepAlive(long)
+}
+
+func TestUnique(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, c := range []struct {
+		in, want []string
+	}{
+		{[]string{"a", "b", "a"}, []string{"a", "b", "a"}},
+		// Two names differing in a control character, and the name they both clean to.
+		{[]string{"dup\x02", "dup\x01", "dup\uFFFD"}, []string{"dup\uFFFD #3", "dup\uFFFD #2", "dup\uFFFD"}},
+		{[]string{"dup\x01", "dup\x02", "dup\x01"}, []string{"dup\uFFFD", "dup\uFFFD #2", "dup\uFFFD"}},
+		// An ordinal a tenant took literally is skipped.
+		{[]string{"n\x01", "n\x02", "n\uFFFD #2"}, []string{"n\uFFFD", "n\uFFFD #3", "n\uFFFD #2"}},
+		{[]string{"plain"}, []string{"plain"}},
+	} {
+		got := Unique(c.in)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Unique(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	// Long values that share their first bytes and their hash suffix stay distinct and capped.
+	a, b := Label(long+"a"), Label(long+"b")
+	got := Unique([]string{long + "a", long + "b", a, b})
+	seen := map[string]bool{}
+	for _, l := range got {
+		if seen[l] || len(l) > MaxLabel || !utf8.ValidString(l) {
+			t.Errorf("Unique of long values: %q", got)
+		}
+		seen[l] = true
+	}
+}
+
+// Distinct inputs always give distinct, clean labels, whatever a tenant crafts.
+func FuzzUnique(f *testing.F) {
+	f.Add("a\x01", "a\x02", "a\uFFFD")
+	f.Add(strings.Repeat("y", 300)+"1", strings.Repeat("y", 300)+"2", "z")
+	f.Fuzz(func(t *testing.T, a, b, c string) {
+		in := []string{a, b, c}
+		got := Unique(in)
+		for i := range in {
+			if !isClean(got[i]) || len(got[i]) > MaxLabel {
+				t.Fatalf("label %q of %q is not clean or too long", got[i], in[i])
+			}
+			for j := range in {
+				if (in[i] == in[j]) != (got[i] == got[j]) {
+					t.Fatalf("Unique(%q) = %q: distinct inputs share a label or equal ones differ", in, got)
+				}
+			}
+		}
+	})
 }

@@ -137,6 +137,7 @@ type build struct {
 // when missing says what is missing.
 func once(t testing.TB, name string, key []string, missing string, make func(out string) ([]byte, error)) string {
 	t.Helper()
+	SkipShort(t, "building "+name)
 	root := buildDir(t)
 	k := strings.Join(key, "\x01")
 	built.mu.Lock()

@@ -16,12 +16,18 @@ import (
 // V1Root is where this host mounts its v1 hierarchies (one directory per controller).
 const V1Root = "/sys/fs/cgroup"
 
-// testParent groups every cgroup the tests create, so a crashed run is easy to clean up.
-const testParent = "quota_exporter_test"
+// testParent groups every cgroup the tests create, so a crashed run is easy to clean up. A
+// systemd-style slice: each test's cgroup below it is a tenant of its own for the
+// exporter's budgets (budget.TenantOf), as the units below system.slice are, so tests that
+// run at once do not share one tenant's budget.
+const testParent = "quota_exporter_test.slice"
+
+// topPrefix names the cgroups NewTopCgroup makes below the hierarchies' roots.
+const topPrefix = "quota_exporter_test"
 
 // Cgroup is a real v1 cgroup created for one test in the cpu, cpuacct and memory hierarchies.
 type Cgroup struct {
-	// Path is the cgroup path from the hierarchy root, e.g. /quota_exporter_test/burn-1234.
+	// Path is the cgroup path from the hierarchy root, e.g. /quota_exporter_test.slice/burn-1234.
 	Path string
 	t    testing.TB
 }
@@ -52,6 +58,7 @@ func RequireV1Cgroups(t testing.TB) {
 // test left in it) when the test ends.
 func NewCgroup(t testing.TB, name string, opts CgroupOptions) *Cgroup {
 	t.Helper()
+	SkipShort(t, "real cgroups")
 	RequireV1Cgroups(t)
 	rel := fmt.Sprintf("/%s/%s-%d-%d", testParent, name, os.Getpid(), time.Now().UnixNano()%1e6)
 	return newCgroupAt(t, rel, opts)
@@ -62,8 +69,9 @@ func NewCgroup(t testing.TB, name string, opts CgroupOptions) *Cgroup {
 // on a busy machine (throttling patterns need it) gives it Shares. Its quota caps what it takes.
 func NewTopCgroup(t testing.TB, name string, opts CgroupOptions) *Cgroup {
 	t.Helper()
+	SkipShort(t, "real cgroups")
 	RequireV1Cgroups(t)
-	return newCgroupAt(t, fmt.Sprintf("/%s-%s-%d-%d", testParent, name, os.Getpid(), time.Now().UnixNano()%1e6), opts)
+	return newCgroupAt(t, fmt.Sprintf("/%s-%s-%d-%d", topPrefix, name, os.Getpid(), time.Now().UnixNano()%1e6), opts)
 }
 
 // Child creates a cgroup called name (one path element, used as is: a kubepods-style

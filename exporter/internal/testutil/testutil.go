@@ -15,6 +15,15 @@ import (
 // OnCI reports whether the tests run under CI (CI=true), where prerequisites are mandatory.
 func OnCI() bool { return os.Getenv("CI") == "true" }
 
+// SkipShort skips a test that needs the real system (root, cgroups, a program to build or
+// run) under go test -short: make check's edit loop runs the rest in seconds.
+func SkipShort(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("skipping under -short: needs %s", needs)
+	}
+}
+
 // Require skips the test with reason when ok is false, or fails it on CI.
 func Require(t testing.TB, ok bool, reason string) {
 	t.Helper()
@@ -30,12 +39,14 @@ func Require(t testing.TB, ok bool, reason string) {
 // RequireRoot needs uid 0.
 func RequireRoot(t testing.TB) {
 	t.Helper()
+	SkipShort(t, "root")
 	Require(t, os.Geteuid() == 0, "needs root")
 }
 
 // LookPath returns the path of an executable or skips/fails the test.
 func LookPath(t testing.TB, name string) string {
 	t.Helper()
+	SkipShort(t, name)
 	p, err := exec.LookPath(name)
 	Require(t, err == nil, name+" not found in PATH")
 	return p

@@ -62,7 +62,7 @@ func Start(t testing.TB, cmd *exec.Cmd) *Prog {
 	go func() {
 		s, _ := bufio.NewReader(out).ReadString('\n')
 		line <- s
-		io.Copy(io.Discard, out)
+		_, _ = io.Copy(io.Discard, out) // drain: the program must not block on its output
 	}()
 	select {
 	case s := <-line:
@@ -98,7 +98,9 @@ func (p *Prog) GC(t testing.TB, n int) { p.get(t, fmt.Sprintf("/gc?n=%d", n)) }
 // Loop makes the program call runtime.GC() in a loop for d; it returns the calls made.
 func (p *Prog) Loop(t testing.TB, d time.Duration) int {
 	var n int
-	fmt.Sscan(string(p.get(t, "/loop?d="+d.String())), &n)
+	if _, err := fmt.Sscan(string(p.get(t, "/loop?d="+d.String())), &n); err != nil {
+		t.Fatalf("program answered no count: %v", err)
+	}
 	return n
 }
 
@@ -106,7 +108,9 @@ func (p *Prog) Loop(t testing.TB, d time.Duration) int {
 // the hashes done.
 func (p *Prog) Work(t testing.TB, d time.Duration, hz int) int {
 	var n int
-	fmt.Sscan(string(p.get(t, fmt.Sprintf("/work?d=%s&hz=%d", d, hz))), &n)
+	if _, err := fmt.Sscan(string(p.get(t, fmt.Sprintf("/work?d=%s&hz=%d", d, hz))), &n); err != nil {
+		t.Fatalf("program answered no count: %v", err)
+	}
 	return n
 }
 
@@ -114,7 +118,9 @@ func (p *Prog) Work(t testing.TB, d time.Duration, hz int) int {
 // returns the time per pause.
 func (p *Prog) STW(t testing.TB, n int) time.Duration {
 	var ns int64
-	fmt.Sscan(string(p.get(t, fmt.Sprintf("/stw?n=%d", n))), &ns)
+	if _, err := fmt.Sscan(string(p.get(t, fmt.Sprintf("/stw?n=%d", n))), &ns); err != nil {
+		t.Fatalf("program answered no pause time: %v", err)
+	}
 	return time.Duration(ns)
 }
 

@@ -8,8 +8,13 @@
 // every waiter).
 //
 // Protocol on stdin/stdout, one line each: it prints "ready <mountpoint>" once mounted and
-// "read <offset>" whenever the kernel asks for data; the line "answer" on stdin makes it
-// answer every read, held or future; end of input unmounts and exits.
+// "read <offset>" whenever it holds a read; the line "answer" on stdin makes it answer every
+// read, held or future; end of input unmounts and exits.
+//
+// By default the file is "data", 1 MiB of 'x', and every read is held. With -file it serves a
+// copy of that file instead (executable, named by -name), and holds only the reads at or past
+// -hold-from: a program on the mount runs (exec and page faults read its loaded part), while
+// a reader of what lies beyond (an executable's section headers) blocks.
 package main
 
 import (
@@ -19,6 +24,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -26,7 +32,11 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-const fileSize = 1 << 20
+var (
+	content  = []byte(strings.Repeat("x", 1<<20))
+	mode     = uint32(0o444)
+	holdFrom int64
+)
 
 var (
 	answer     = make(chan struct{})
@@ -45,10 +55,12 @@ type root struct{ fs.Inode }
 var _ = (fs.NodeOnAdder)((*root)(nil))
 
 func (r *root) OnAdd(ctx context.Context) {
-	r.AddChild("data", r.NewPersistentInode(ctx, &dataFile{}, fs.StableAttr{Mode: syscall.S_IFREG}), false)
+	r.AddChild(name, r.NewPersistentInode(ctx, &dataFile{}, fs.StableAttr{Mode: syscall.S_IFREG}), false)
 }
 
-// dataFile is fileSize bytes of 'x' that are served only once "answer" was read.
+var name = "data"
+
+// dataFile serves content; reads at or past holdFrom only once "answer" was read.
 type dataFile struct{ fs.Inode }
 
 var (
@@ -58,8 +70,8 @@ var (
 )
 
 func (f *dataFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o444
-	out.Size = fileSize
+	out.Mode = syscall.S_IFREG | mode
+	out.Size = uint64(len(content))
 	return 0
 }
 
@@ -69,29 +81,40 @@ func (f *dataFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	return nil, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-// Read holds the request until "answer": the kernel's request (a page fault's readahead) is
-// not interruptible, so the context is not watched.
+// Read holds a request at or past holdFrom until "answer": the kernel's request (a page
+// fault's readahead) is not interruptible, so the context is not watched.
 func (f *dataFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	say("read %d", off)
-	<-answer
+	if off >= holdFrom {
+		say("read %d", off)
+		<-answer
+	}
+	size := int64(len(content))
 	n := int64(len(dest))
-	if off >= fileSize {
+	if off >= size {
 		n = 0
-	} else if off+n > fileSize {
-		n = fileSize - off
+	} else if off+n > size {
+		n = size - off
 	}
-	for i := range dest[:n] {
-		dest[i] = 'x'
-	}
+	copy(dest[:n], content[off:])
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
 func main() {
 	log.SetFlags(0)
 	mnt := flag.String("mount", "", "mountpoint (an empty directory)")
+	file := flag.String("file", "", "serve a copy of this file (executable) instead of 1 MiB of 'x'")
+	flag.StringVar(&name, "name", name, "the served file's name")
+	flag.Int64Var(&holdFrom, "hold-from", 0, "hold only the reads at or past this offset")
 	flag.Parse()
 	if *mnt == "" {
 		log.Fatal("fuseserver: -mount is required")
+	}
+	if *file != "" {
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			log.Fatalf("fuseserver: %v", err)
+		}
+		content, mode = b, 0o555
 	}
 	server, err := fs.Mount(*mnt, &root{}, &fs.Options{MountOptions: fuse.MountOptions{
 		// Mount with mount(2) as root: no fusermount needed, and no fallback to it.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package processes
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
@@ -26,6 +28,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procstatus"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
 // pfKThread marks kernel threads in /proc/<pid>/stat flags: they have no exe, maps or
@@ -140,18 +143,21 @@ type state struct {
 	slots  []any // by Slot index; nil until a reader stores
 }
 
-// Processes finds the processes of the watched cgroups, shared by the process, go, jvm,
+// Source finds the processes of the watched cgroups, shared by the process, go, jvm,
 // malloc and smaps collectors. Processes are attributed to the cgroup whose cgroup.procs
 // lists them in the CPU hierarchy (on v1 a process may sit at other paths in other
 // controllers; the CPU path is the one its quota comes from). It owns every per-process
 // cache: its own states and the JVM reader's, and forgets exited and exec'd processes in all
 // of them after each listing, whichever collectors are enabled.
-type Processes struct {
+type Source struct {
 	// Filter leaves processes out of the listing; set before the first listing.
-	Filter   Filter
+	Filter Filter
+	// Budgets, if set, bounds the processes inspected per tenant and node-wide
+	// (budget.Processes); set before the first listing.
+	Budgets  *budget.Book
 	procPath string
-	cgroups  *Cgroups
-	errors   Recorder
+	cgroups  *cgroups.Source
+	errors   cgroups.Recorder
 	fs       procfs.FS
 	// JVM reads perf data and caches flags and layout per JVM.
 	JVM *jvm.Inspector
@@ -196,9 +202,9 @@ type Filter struct {
 	Include, Exclude *regexp.Regexp // on the process label
 }
 
-// NewProcesses prepares the process source over procPath (the host's /proc). gate
+// New prepares the process source over procPath (the host's /proc). gate
 // skips its stuck per-process reads (nil: a gate of its own).
-func NewProcesses(procPath string, cgroups *Cgroups, errs Recorder, gate *procread.Gate, filter Filter) (*Processes, error) {
+func New(procPath string, cgs *cgroups.Source, errs cgroups.Recorder, gate *procread.Gate, filter Filter) (*Source, error) {
 	fs, err := procfs.NewFS(procPath)
 	if err != nil {
 		return nil, err
@@ -206,7 +212,7 @@ func NewProcesses(procPath string, cgroups *Cgroups, errs Recorder, gate *procre
 	if gate == nil {
 		gate = procread.NewGate(ProcessErrors)
 	}
-	s := &Processes{Filter: filter, procPath: procPath, cgroups: cgroups, errors: errs, fs: fs, MaxAge: DiscoveryMaxAge,
+	s := &Source{Filter: filter, procPath: procPath, cgroups: cgs, errors: errs, fs: fs, MaxAge: cgroups.DiscoveryMaxAge,
 		JVM: &jvm.Inspector{Procfs: procPath}, gate: gate, states: map[Key]*state{},
 		GoBuilds: execache.New[goruntime.Build](maxExecutables), Allocators: execache.New[string](maxExecutables)}
 	s.detectors = newDetectors(s)
@@ -224,7 +230,7 @@ const envRefresh = 30 * time.Second
 
 // Environ returns the named environment variables of p (s.envKeys only: environments hold
 // secrets), read at most once per envRefresh and shared by the Go and malloc readers.
-func (s *Processes) Environ(ctx context.Context, p *Process) (map[string]string, error) {
+func (s *Source) Environ(ctx context.Context, p *Process) (map[string]string, error) {
 	st := p.state
 	st.envMu.Lock()
 	defer st.envMu.Unlock()
@@ -237,7 +243,7 @@ func (s *Processes) Environ(ctx context.Context, p *Process) (map[string]string,
 }
 
 // Len is the number of processes the source keeps state for (for tests: the leak).
-func (s *Processes) Len() int {
+func (s *Source) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.states)
@@ -245,7 +251,7 @@ func (s *Processes) Len() int {
 
 // StartTime is a process's start in seconds since the epoch; an error when the boot time
 // (btime in <procfs>/stat) cannot be read.
-func (s *Processes) StartTime(startTicks uint64) (float64, error) {
+func (s *Source) StartTime(startTicks uint64) (float64, error) {
 	s.bootOnce.Do(func() { s.bootTime, s.bootErr = kernel.BootTime(s.procPath) })
 	if s.bootErr != nil {
 		return 0, s.bootErr
@@ -257,7 +263,7 @@ func (s *Processes) StartTime(startTicks uint64) (float64, error) {
 // Errors are per process (vanished, permission denied, ...), already counted; the list holds
 // the rest. A process whose reads are stuck (procread.ErrStuck) is left out without an
 // error: its timeout was counted once, when its read did not return.
-func (s *Processes) Processes(ctx context.Context) ([]*Process, []error) {
+func (s *Source) Processes(ctx context.Context) ([]*Process, []error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cached != nil && time.Since(s.at) < s.MaxAge {
@@ -275,18 +281,18 @@ func (s *Processes) Processes(ctx context.Context) ([]*Process, []error) {
 }
 
 // Expire makes the next Processes call list again, whatever MaxAge.
-func (s *Processes) Expire() {
+func (s *Source) Expire() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.at = time.Time{}
 }
 
 // Gate holds the stuck keys of the source's per-process reads.
-func (s *Processes) Gate() *procread.Gate { return s.gate }
+func (s *Source) Gate() *procread.Gate { return s.gate }
 
 // ReadProcess reads one process's stat and status as a listing does (nil error for a
 // kernel thread or zombie), without keeping anything.
-func (s *Processes) ReadProcess(pid int, cg cgroupfs.Cgroup) error {
+func (s *Source) ReadProcess(pid int, cg cgroupfs.Cgroup) error {
 	_, err := s.readStat(procItem{pid, cg})
 	return err
 }
@@ -294,7 +300,7 @@ func (s *Processes) ReadProcess(pid int, cg cgroupfs.Cgroup) error {
 // Last is the last complete listing the scrapes made, without reading or waiting for the
 // source's lock: background loops use it instead of listing on their own. Processes in it
 // may have exited since.
-func (s *Processes) Last() []*Process {
+func (s *Source) Last() []*Process {
 	if p := s.last.Load(); p != nil {
 		return *p
 	}
@@ -307,24 +313,49 @@ const processWorkers = 16
 
 // gatedContext is the context of a read run under the gate: no deadline of its own, so a read
 // that blocks keeps its key (and its one OS thread) until the kernel returns, instead of
-// being given up by an inner timeout and started again by the next scrape.
-func gatedContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 24*time.Hour)
+// being given up by an inner timeout and started again by the next scrape. The reads inside
+// count against tenant's budget of stuck reads, whose slot the gated read holds.
+func gatedContext(tenant string) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(procread.WithPool(context.Background(), procread.ProcessFiles, tenant), 24*time.Hour)
 }
 
 // Each runs read for every process, processWorkers at once, each within
 // perProcessTimeout, through the source's gate keyed by process and kind: a process whose
-// read of that kind did not return is skipped with procread.ErrStuck until it does.
+// read of that kind did not return is skipped with procread.ErrStuck until it does. The
+// reads count against procread.ProcessFiles by the process's tenant: a tenant whose stuck
+// reads fill its budget has its reads refused (procread.ErrTenantOverloaded) until they return.
+// Reads go by PID: after each, the process's start time is read again, and a reading of a
+// PID that another process took meanwhile is dropped (kernel.ErrPIDReused).
 // read must not write to memory the caller reads after it returns except under p.state.mu:
 // a stuck read may still finish later.
-func Each[R any](ctx context.Context, s *Processes, procs []*Process, kind string,
+func Each[R any](ctx context.Context, s *Source, procs []*Process, kind string,
 	read func(ctx context.Context, p *Process) (R, error)) []procread.Result[R] {
-	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind}
+	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind,
+		Pool: procread.ProcessFiles, Tenant: func(i int) string { return budget.TenantOf(procs[i].Cgroup) }}
 	return procread.Map(ctx, b, procs, func(p *Process) string { return p.gateKey(kind) }, func(p *Process) (R, error) {
-		rctx, cancel := gatedContext()
+		rctx, cancel := gatedContext(budget.TenantOf(p.Cgroup))
 		defer cancel()
-		return read(rctx, p)
+		v, err := read(rctx, p)
+		if err == nil {
+			if err = s.samePID(p); err != nil {
+				var zero R
+				return zero, err
+			}
+		}
+		return v, err
 	})
+}
+
+// samePID checks that p's PID still belongs to p (its start time), after a read by PID.
+func (s *Source) samePID(p *Process) error {
+	start, err := kernel.StartTicks(s.procPath, p.PID)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", p.PID, err)
+	}
+	if start != p.Stat.Starttime {
+		return fmt.Errorf("pid %d: %w", p.PID, kernel.ErrPIDReused)
+	}
+	return nil
 }
 
 // itemBudget is the time one process's reads of one kind may take: perProcessTimeout, but
@@ -367,7 +398,7 @@ type discovered struct {
 	status []byte
 }
 
-func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
+func (s *Source) list(ctx context.Context) ([]*Process, []error) {
 	if s.cgroups.Layout().ProcessHierarchy() == nil {
 		return nil, nil
 	}
@@ -382,8 +413,10 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 			items = append(items, procItem{pid, cg})
 		}
 	}
+	items = s.withinBudget(items)
 	// stat and status of every process in parallel, skipped per pid while stuck.
-	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat"}
+	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: "stat",
+		Pool: procread.ProcessFiles, Tenant: func(i int) string { return budget.TenantOf(items[i].cg) }}
 	res := procread.Map(ctx, b, items, func(it procItem) string { return strconv.Itoa(it.pid) + "/stat" }, s.readStat)
 	complete := ctx.Err() == nil
 	var found, undetected []*Process
@@ -466,9 +499,24 @@ func (s *Processes) list(ctx context.Context) ([]*Process, []error) {
 	return out, errs
 }
 
+// withinBudget keeps the processes the process budget allows, in the walk's order (by cgroup
+// path, then as cgroup.procs lists them), and records the tenants it cut: the others are not
+// read at all.
+func (s *Source) withinBudget(items []procItem) []procItem {
+	if s.Budgets == nil {
+		return items
+	}
+	u := budget.Units{N: len(items), Tenant: func(i int) string { return budget.TenantOf(items[i].cg) },
+		Name: func(i int) string { return budget.TenantName(items[i].cg) }}
+	keep, skips := budget.Allot(u, s.Budgets.Limits().Processes, budget.Processes)
+	items = budget.Keep(items, keep)
+	s.Budgets.Pass(budget.Processes, len(items), skips)
+	return items
+}
+
 // evict is the one eviction loop: processes not seen in this listing have exited; their
 // state goes, here and in every runtime reader's cache.
-func (s *Processes) evict(now time.Time) {
+func (s *Source) evict(now time.Time) {
 	for k, st := range s.states {
 		if st.lastSeen.Before(now) {
 			delete(s.states, k)
@@ -487,7 +535,7 @@ func (s *Processes) evict(now time.Time) {
 // OnEvict registers f to be told, after each listing and on an exec, which processes are
 // gone: keep(pid, start) is false for them. f runs under the source's lock: it must not
 // call back into the source.
-func (s *Processes) OnEvict(f func(keep func(pid int, start uint64) bool)) {
+func (s *Source) OnEvict(f func(keep func(pid int, start uint64) bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.evictHooks = append(s.evictHooks, f)
@@ -496,7 +544,7 @@ func (s *Processes) OnEvict(f func(keep func(pid int, start uint64) bool)) {
 // readStat reads one process's stat and status (cheap files, read once per scrape). It
 // touches no shared state: it may finish after the scrape gave up on it. Kernel threads and
 // zombies return nil.
-func (s *Processes) readStat(it procItem) (*discovered, error) {
+func (s *Source) readStat(it procItem) (*discovered, error) {
 	proc, err := s.fs.Proc(it.pid)
 	if err != nil {
 		return nil, err
@@ -510,7 +558,7 @@ func (s *Processes) readStat(it procItem) (*discovered, error) {
 	if stat.Flags&pfKThread != 0 || stat.State == "Z" || stat.State == "X" {
 		return nil, nil
 	}
-	ctx, cancel := gatedContext()
+	ctx, cancel := gatedContext(budget.TenantOf(it.cg))
 	defer cancel()
 	b, err := procread.ReadFile(ctx, filepath.Join(s.procPath, strconv.Itoa(it.pid), "status"), procstatus.MaxSize)
 	if err == nil && len(b) == 0 {
@@ -524,7 +572,7 @@ func (s *Processes) readStat(it procItem) (*discovered, error) {
 
 // process is the listing's entry for what readStat found, with the state kept across
 // scrapes (new for a new or exec'd process). Called under s.mu.
-func (s *Processes) process(it procItem, d *discovered) *Process {
+func (s *Source) process(it procItem, d *discovered) *Process {
 	key := Key{it.pid, d.stat.Starttime}
 	st, ok := s.states[key]
 	if !ok || (st.detected && st.comm != d.stat.Comm) {
@@ -577,7 +625,7 @@ func (d detection) apply(p *Process) {
 
 // detectAlone runs detection on a copy of p with a scratch state, so a detection given up on
 // by the scrape writes nothing shared when it finally returns.
-func (s *Processes) detectAlone(ctx context.Context, p *Process) (detection, error) {
+func (s *Source) detectAlone(ctx context.Context, p *Process) (detection, error) {
 	q := &Process{PID: p.PID, Cgroup: p.Cgroup, Stat: p.Stat, Status: p.Status, StartTime: p.StartTime, state: &state{}}
 	err := s.detect(ctx, q)
 	return detection{scratch: q.state, jvmInfo: q.jvmInfo,
@@ -585,7 +633,7 @@ func (s *Processes) detectAlone(ctx context.Context, p *Process) (detection, err
 }
 
 // detect reads the exe link once per process and asks the detectors, in order.
-func (s *Processes) detect(ctx context.Context, p *Process) error {
+func (s *Source) detect(ctx context.Context, p *Process) error {
 	exe, err := os.Readlink(filepath.Join(s.procPath, strconv.Itoa(p.PID), "exe"))
 	if err == nil {
 		p.state.exe = exe
@@ -605,17 +653,35 @@ func (s *Processes) detect(ctx context.Context, p *Process) error {
 }
 
 // disambiguate makes the process label unique within a cgroup: two processes with the same
-// name get their executable path appended, and if that is still ambiguous (worker processes
-// of one binary), an ordinal by start time. Settings such as GOMAXPROCS are never summed.
+// name (as a label value: cleaned) get their executable path appended, and if that is still
+// ambiguous (worker processes of one binary), an ordinal by start time. Settings such as
+// GOMAXPROCS are never summed. Last, the names become label values unique within their
+// cgroup and runtime (tenantstr.Unique), whatever bytes a tenant put in them.
 func disambiguate(ps []*Process) {
 	group := func() map[string][]*Process {
 		g := map[string][]*Process{}
 		for _, p := range ps {
-			k := p.Cgroup.Path + "\x00" + p.Runtime + "\x00" + p.Name
+			k := p.Cgroup.Path + "\x00" + p.Runtime + "\x00" + tenantstr.Label(p.Name)
 			g[k] = append(g[k], p)
 		}
 		return g
 	}
+	defer func() {
+		byCgroup := map[string][]*Process{}
+		for _, p := range ps {
+			k := p.Cgroup.Path + "\x00" + p.Runtime
+			byCgroup[k] = append(byCgroup[k], p)
+		}
+		for _, same := range byCgroup {
+			names := make([]string, len(same))
+			for i, p := range same {
+				names[i] = p.Name
+			}
+			for i, l := range tenantstr.Unique(names) {
+				same[i].Name = l
+			}
+		}
+	}()
 	for _, same := range group() {
 		if len(same) < 2 {
 			continue
@@ -640,4 +706,13 @@ func disambiguate(ps []*Process) {
 			p.Name = fmt.Sprintf("%s #%d", p.Name, i+2)
 		}
 	}
+}
+
+// CountOnce is the error a per-process read returned, or nil when it must not be counted
+// again: the process is stuck (its timeout was counted when it got stuck).
+func CountOnce(err error) error {
+	if errors.Is(err, procread.ErrStuck) {
+		return nil
+	}
+	return err
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package cgroups
 
 import (
 	"context"
@@ -29,13 +29,13 @@ var tree = []fixture.Cgroup{
 	{Path: container, PIDs: []int{7}, QuotaUS: 300000, MemoryLimit: 512 << 20},
 }
 
-func fixtureSource(t *testing.T) (*Cgroups, string) {
+func fixtureSource(t *testing.T) (*Source, string) {
 	t.Helper()
 	root := t.TempDir()
 	if err := fixture.Write(root, fixture.V2, tree); err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewCgroups(Options{ProcPath: filepath.Join(root, "proc"), SysPath: filepath.Join(root, "sys")},
+	src, err := New(Options{ProcPath: filepath.Join(root, "proc"), SysPath: filepath.Join(root, "sys")},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), &countErrs{})
 	if err != nil {
 		t.Fatal(err)

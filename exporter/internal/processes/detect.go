@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package processes
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type detector struct {
 // newDetectors is the one place that orders runtime detection. Detection runs once per
 // process (pid and start time) whatever collectors are enabled: the runtime label of every
 // per-process series depends on it.
-func newDetectors(s *Processes) []detector {
+func newDetectors(s *Source) []detector {
 	return []detector{
 		// JVMs first: detecting Go reads the executable's build info, needless for java.
 		{RuntimeJVM, s.detectJVM},
@@ -31,7 +31,7 @@ func newDetectors(s *Processes) []detector {
 
 // detectJVM recognises HotSpot JVMs (java executable) and names them by main class or jar.
 // What it read is kept on the process for the jvm collector of the same scrape.
-func (s *Processes) detectJVM(ctx context.Context, p *Process) (string, string, error) {
+func (s *Source) detectJVM(ctx context.Context, p *Process) (string, string, error) {
 	jp := p.JVMProcess(ctx, s.procPath)
 	if !jp.IsJVM() {
 		return "", "", nil
@@ -53,7 +53,7 @@ func (s *Processes) detectJVM(ctx context.Context, p *Process) (string, string, 
 
 // detectGo recognises Go binaries by their build info (debug/buildinfo on /proc/<pid>/exe);
 // the result serves the go collector until goInfoTTL.
-func (s *Processes) detectGo(ctx context.Context, p *Process) (string, string, error) {
+func (s *Source) detectGo(ctx context.Context, p *Process) (string, string, error) {
 	info, err := s.InspectGo(ctx, p)
 	if err != nil {
 		return "", "", err
@@ -67,7 +67,7 @@ func (s *Processes) detectGo(ctx context.Context, p *Process) (string, string, e
 
 // InspectGo reads a process's Go build info; the affinity comes from the status discovery
 // read, the environment from the source's shared snapshot.
-func (s *Processes) InspectGo(ctx context.Context, p *Process) (*goruntime.Info, error) {
+func (s *Source) InspectGo(ctx context.Context, p *Process) (*goruntime.Info, error) {
 	return goruntime.InspectKnown(ctx, s.procPath, p.PID, goruntime.Known{
 		Affinity: p.Status.Affinity, AffinityErr: p.Status.AffinityErr,
 		Env:    func() (map[string]string, error) { return s.Environ(ctx, p) },

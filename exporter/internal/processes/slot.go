@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package processes
 
 import "sync/atomic"
 
@@ -9,7 +9,7 @@ var slots atomic.Int32
 
 // Slot is one reader's typed state on each process, kept across listings and dropped with
 // the process (exit or exec): the source keeps it without knowing what the reader stores.
-// Make slots once, at package level (var mySlot = source.NewSlot[myState]()). Values are
+// Make slots once, at package level (var mySlot = processes.NewSlot[myState]()). Values are
 // read and written under the process's lock; the reader does its I/O outside it.
 type Slot[T any] struct{ index int }
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package cgroups
 
 import (
 	"context"
@@ -24,28 +24,28 @@ const (
 )
 
 // SetCheckEvery changes CheckEvery for this source (tests); call it before Subscribe.
-func (s *Cgroups) SetCheckEvery(d time.Duration) {
+func (s *Source) SetCheckEvery(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checkEvery = d
 }
 
 // startSchedule runs the schedule until stopSchedule; s.mu held.
-func (s *Cgroups) startSchedule() {
+func (s *Source) startSchedule() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopScheduleFn = cancel
 	go s.schedule(ctx)
 }
 
 // stopSchedule ends the schedule (the last subscriber left); s.mu held.
-func (s *Cgroups) stopSchedule() {
+func (s *Source) stopSchedule() {
 	if s.stopScheduleFn != nil {
 		s.stopScheduleFn()
 		s.stopScheduleFn = nil
 	}
 }
 
-func (s *Cgroups) schedule(ctx context.Context) {
+func (s *Source) schedule(ctx context.Context) {
 	t := time.NewTicker(s.checkEvery)
 	defer t.Stop()
 	var prev map[string]bool
@@ -74,7 +74,7 @@ func (s *Cgroups) schedule(ctx context.Context) {
 
 // dirsChanged lists the directories and tells whether they differ from *prev (always true
 // for the first listing and for an incomplete one), recording the new set.
-func (s *Cgroups) dirsChanged(ctx context.Context, prev *map[string]bool) bool {
+func (s *Source) dirsChanged(ctx context.Context, prev *map[string]bool) bool {
 	paths, errs := s.layout.Paths(ctx, s.opts)
 	if len(errs) > 0 || ctx.Err() != nil {
 		*prev = nil
@@ -95,7 +95,7 @@ func (s *Cgroups) dirsChanged(ctx context.Context, prev *map[string]bool) bool {
 
 // refresh walks now (or joins a scrape's walk in progress) and publishes the snapshot; it
 // waits for the walk until ctx ends, and the walk goes on to publish after that.
-func (s *Cgroups) refresh(ctx context.Context) {
+func (s *Source) refresh(ctx context.Context) {
 	s.mu.Lock()
 	s.expired = true
 	s.mu.Unlock()

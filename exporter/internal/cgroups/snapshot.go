@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package cgroups
 
 import (
 	"path/filepath"
@@ -43,7 +43,7 @@ func (snap *Snapshot) BindingAbove(path string) cgroupfs.Binding {
 
 // Latest is the last complete walk's snapshot (nil before the first), without waiting for
 // a walk or taking the source's lock.
-func (s *Cgroups) Latest() *Snapshot { return s.latest.Load() }
+func (s *Source) Latest() *Snapshot { return s.latest.Load() }
 
 // Delta is what came and went between two snapshots a subscriber saw.
 type Delta struct {
@@ -61,14 +61,14 @@ type Delta struct {
 type Subscription struct {
 	C    <-chan struct{}
 	c    chan struct{}
-	src  *Cgroups
+	src  *Source
 	seen *Snapshot
 }
 
 // Subscribe starts telling the caller about every published walk. A snapshot published
 // before the call is delivered too (C is signalled at once). While anyone subscribes, the
 // source runs the rediscovery schedule (schedule.go): subscribers need no walk of their own.
-func (s *Cgroups) Subscribe() *Subscription {
+func (s *Source) Subscribe() *Subscription {
 	c := make(chan struct{}, 1)
 	sub := &Subscription{C: c, c: c, src: s}
 	s.mu.Lock()

@@ -1,12 +1,9 @@
 //go:build linux
 
-package source
+package cgroups
 
 import (
-	"errors"
-
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
 // Recorder counts and logs a skipped input (the exporter's read-error counter).
@@ -26,12 +23,3 @@ type Counted struct{ Err error }
 
 func (c Counted) Error() string { return c.Err.Error() }
 func (c Counted) Unwrap() error { return c.Err }
-
-// CountOnce is the error a per-process read returned, or nil when it must not be counted
-// again: the process is stuck (its timeout was counted when it got stuck).
-func CountOnce(err error) error {
-	if errors.Is(err, procread.ErrStuck) {
-		return nil
-	}
-	return err
-}

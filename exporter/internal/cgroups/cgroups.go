@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package cgroups
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
@@ -41,11 +42,11 @@ const SettingsBudget = time.Second
 // directories its walk could not read, whatever collectors are enabled.
 const DiscoveryErrors = "discovery"
 
-// Cgroups discovers the watched cgroups, publishes each complete walk as an immutable
+// Source discovers the watched cgroups, publishes each complete walk as an immutable
 // Snapshot (with a generation and the binding limits), tells subscribers what came and went,
 // and caches the cgroups' slowly changing CPU settings; shared by the collectors and the
 // process source. Each fresh walk forgets the settings of cgroups that are gone.
-type Cgroups struct {
+type Source struct {
 	layout *cgroupfs.Layout
 	opts   cgroupfs.WalkOptions
 	errors Recorder
@@ -65,7 +66,8 @@ type Cgroups struct {
 	stopScheduleFn context.CancelFunc
 	checkEvery     time.Duration
 
-	names Namer // nil: no Kubernetes names
+	names   Namer        // nil: no Kubernetes names
+	budgets *budget.Book // nil: no cgroup budget
 
 	logger *slog.Logger
 	// hostPIDs: the exporter is in the host's PID namespace (pidNamespace); dropPIDs: the
@@ -97,10 +99,13 @@ type Options struct {
 	Names Namer
 	// Gate holds the stuck keys of discovery's reads; nil: a gate of its own.
 	Gate *procread.Gate
+	// Budgets, if set, bounds the cgroups each walk publishes per tenant and node-wide
+	// (budget.Cgroups) and records what it left out.
+	Budgets *budget.Book
 }
 
-// NewCgroups reads the hierarchy layout from mountinfo.
-func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error) {
+// New reads the hierarchy layout from mountinfo.
+func New(o Options, logger *slog.Logger, errs Recorder) (*Source, error) {
 	layout, err := cgroupfs.ReadLayout(o.ProcPath, o.SysPath)
 	if err != nil {
 		return nil, err
@@ -123,7 +128,7 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 	if bare == "" {
 		bare = cgroupfs.RuntimeContainerd
 	}
-	return &Cgroups{
+	return &Source{
 		layout: layout,
 		opts: cgroupfs.WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
 			Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
@@ -132,6 +137,7 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 		logger:       logger,
 		hostPIDs:     host,
 		dropPIDs:     !pidsUsable,
+		budgets:      o.Budgets,
 		MaxAge:       DiscoveryMaxAge,
 		checkEvery:   CheckEvery,
 		settings:     map[string]CPUSettings{},
@@ -141,17 +147,17 @@ func NewCgroups(o Options, logger *slog.Logger, errs Recorder) (*Cgroups, error)
 
 // Expire makes the next Cgroups call walk again, whatever MaxAge (a new scrape, in tests and
 // benchmarks).
-func (s *Cgroups) Expire() {
+func (s *Source) Expire() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expired = true
 }
 
 // WalkOptions are the options of the scrape's discovery walk (a copy).
-func (s *Cgroups) WalkOptions() cgroupfs.WalkOptions { return s.opts }
+func (s *Source) WalkOptions() cgroupfs.WalkOptions { return s.opts }
 
 // Layout is the hierarchy layout found at start.
-func (s *Cgroups) Layout() *cgroupfs.Layout { return s.layout }
+func (s *Source) Layout() *cgroupfs.Layout { return s.layout }
 
 // Snapshot returns the last walk when younger than MaxAge, else walks the hierarchies.
 // The walk's unreadable directories are counted here (collector "discovery") when the walk
@@ -160,7 +166,7 @@ func (s *Cgroups) Layout() *cgroupfs.Layout { return s.layout }
 // it only until its own ctx ends (then it gets an empty snapshot, Generation 0, and a
 // timeout): no caller waits on a lock held across the walk's system calls. A walk cut short
 // by its ctx is returned to its callers but not published (Generation 0).
-func (s *Cgroups) Snapshot(ctx context.Context) *Snapshot {
+func (s *Source) Snapshot(ctx context.Context) *Snapshot {
 	s.mu.Lock()
 	if snap := s.latest.Load(); snap != nil && !s.expired && time.Since(snap.At) < s.MaxAge {
 		s.mu.Unlock()
@@ -182,7 +188,7 @@ func (s *Cgroups) Snapshot(ctx context.Context) *Snapshot {
 }
 
 // Cgroups is Snapshot's cgroups and walk errors.
-func (s *Cgroups) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
+func (s *Source) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
 	snap := s.Snapshot(ctx)
 	return snap.Cgroups, snap.Errs
 }
@@ -193,7 +199,7 @@ type walk struct {
 	snap *Snapshot
 }
 
-func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
+func (s *Source) runWalk(ctx context.Context, w *walk) {
 	d := s.layout.DiscoverAll(ctx, s.opts)
 	cgs, errs := d.Cgroups, d.Errs
 	if s.dropPIDs {
@@ -209,6 +215,8 @@ func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
 		s.errors.Record(DiscoveryErrors, we.Path, we.Err)
 		errs[i].Err = Counted{we.Err}
 	}
+	cgs = s.withinBudget(cgs)
+	labelPaths(cgs)
 	w.snap = newSnapshot(0, cgs, errs)
 	w.snap.Skipped = d.Skipped
 	s.mu.Lock()
@@ -233,7 +241,7 @@ func (s *Cgroups) runWalk(ctx context.Context, w *walk) {
 
 // HostPIDNamespace reports whether the exporter runs in the host's PID namespace, where
 // cgroup.procs lists every process (see pidNamespace).
-func (s *Cgroups) HostPIDNamespace() bool { return s.hostPIDs }
+func (s *Source) HostPIDNamespace() bool { return s.hostPIDs }
 
 // initPIDNamespace is the inode of the kernel's initial PID namespace (PROC_PID_INIT_INO,
 // include/linux/proc_ns.h): the host's, fixed since Linux 3.8.
@@ -257,7 +265,7 @@ const skippedLogEvery = 5 * time.Minute
 
 // logSkipped logs one line when a walk finds more cgroups below containers than the last one
 // logged, at most every skippedLogEvery; the count is exported by the snapshot's Skipped.
-func (s *Cgroups) logSkipped(sk cgroupfs.Skipped) {
+func (s *Source) logSkipped(sk cgroupfs.Skipped) {
 	s.skippedMu.Lock()
 	defer s.skippedMu.Unlock()
 	if sk.BelowContainer <= s.skippedLogged || time.Since(s.skippedAt) < skippedLogEvery {
@@ -269,6 +277,31 @@ func (s *Cgroups) logSkipped(sk cgroupfs.Skipped) {
 	s.skippedLogged, s.skippedAt = sk.BelowContainer, time.Now()
 	s.logger.Info("cgroups below a container are the container's: their processes count as the container's, their own series are not exported",
 		"cgroups", sk.BelowContainer, "example", tenantstr.Label(sk.Example))
+}
+
+// labelPaths gives each cgroup its path as a label value unique among cgs: a tenant may name
+// two of its cgroups alike but for a control character, which cleaning replaces.
+func labelPaths(cgs []cgroupfs.Cgroup) {
+	paths := make([]string, len(cgs))
+	for i := range cgs {
+		paths[i] = cgs[i].Path
+	}
+	for i, l := range tenantstr.Unique(paths) {
+		cgs[i].Label = l
+	}
+}
+
+// withinBudget keeps the cgroups the cgroup budget allows (each tenant's top ones first) and
+// records the tenants it cut. What is left out is not exported, sampled, watched for OOM
+// kills or listed for processes: for the rest of the exporter it does not exist.
+func (s *Source) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
+	if s.budgets == nil {
+		return cgs
+	}
+	keep, skips := budget.AllotCgroups(cgs, s.budgets.Limits().Cgroups, budget.Cgroups)
+	cgs = budget.Keep(cgs, keep)
+	s.budgets.Pass(budget.Cgroups, len(cgs), skips)
+	return cgs
 }
 
 // CPUSettings are the slowly changing CPU settings of a cgroup. A zero-valued Has* means the
@@ -292,7 +325,7 @@ type CPUSettings struct {
 // timeout and skipped by the gate while stuck (quota_exporter_stuck_reads{collector="discovery",
 // kind="cpu settings"}); until it returns, callers get the last settings read (or none)
 // at once, without an error.
-func (s *Cgroups) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {
+func (s *Source) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {
 	s.settingsMu.Lock()
 	st, ok := s.settings[cg.Path]
 	if !ok || time.Since(st.at) >= settingsMaxAge {
@@ -315,7 +348,7 @@ func (s *Cgroups) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error)
 }
 
 // readSettings reads cg's settings under the budget and the gate and stores the result.
-func (s *Cgroups) readSettings(cg cgroupfs.Cgroup) {
+func (s *Source) readSettings(cg cgroupfs.Cgroup) {
 	type result struct {
 		st  CPUSettings
 		err error
@@ -324,7 +357,7 @@ func (s *Cgroups) readSettings(cg cgroupfs.Cgroup) {
 	if gate == nil {
 		gate = s.settingsGate
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), SettingsBudget)
+	ctx, cancel := context.WithTimeout(procread.WithPool(context.Background(), procread.CgroupFiles, ""), SettingsBudget)
 	res, gateErr := procread.GateDo(ctx, gate, "cpu settings "+cg.Path, "cpu settings", func() (result, error) {
 		st, err := readCPUSettings(s.layout, cg)
 		return result{st, err}, nil
@@ -345,7 +378,7 @@ func (s *Cgroups) readSettings(cg cgroupfs.Cgroup) {
 }
 
 // forgetSettings drops the settings of cgroups that are gone.
-func (s *Cgroups) forgetSettings(cgs []cgroupfs.Cgroup) {
+func (s *Source) forgetSettings(cgs []cgroupfs.Cgroup) {
 	seen := make(map[string]bool, len(cgs))
 	for _, cg := range cgs {
 		seen[cg.Path] = true
@@ -400,7 +433,7 @@ func pathFilter(include, exclude *regexp.Regexp) func(string) bool {
 
 // JVMCgroup describes a JVM's cgroup as the JVM's container detection sees it: the quota
 // discovery read, shares or weight from the settings cache, the ancestors' limits.
-func (s *Cgroups) JVMCgroup(cg cgroupfs.Cgroup) jvm.CgroupCPU {
+func (s *Source) JVMCgroup(cg cgroupfs.Cgroup) jvm.CgroupCPU {
 	l := s.Layout()
 	var out jvm.CgroupCPU
 	if l.CPU != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package source
+package processes
 
 import "testing"
 

@@ -1,0 +1,102 @@
+//go:build linux
+
+package processes
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
+)
+
+// reusePID starts cmd with the PID pid (free, just released), by setting the kernel's last
+// PID before the fork; it retries while other processes of the host take it first.
+func reusePID(t *testing.T, pid int, cmd func() *exec.Cmd) *exec.Cmd {
+	t.Helper()
+	for range 500 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0o644); err != nil {
+			t.Skipf("cannot choose the next PID: %v", err)
+		}
+		c := cmd()
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Process.Pid == pid {
+			t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+			return c
+		}
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	t.Fatalf("PID %d was taken by other processes 500 times", pid)
+	return nil
+}
+
+// A reader that reads by PID after the process exited and a new one took the PID must not
+// hand the new process's files over as the old one's: the process source re-checks the
+// start time after each read (Each) and drops the reading.
+func TestEachDiscardsReadingOfReusedPID(t *testing.T) {
+	cg := testutil.NewCgroup(t, "pidreuse", testutil.CgroupOptions{})
+	start := func(mark string) func() *exec.Cmd {
+		return func() *exec.Cmd {
+			c := cg.Command("sleep", "600")
+			c.Env = append(os.Environ(), "QE_MARK="+mark)
+			return c
+		}
+	}
+	a := start("first")()
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
+	cgroups, err := cgroups.New(cgroups.Options{ProcPath: "/proc", SysPath: "/sys", Include: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), &countErrs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := New("/proc", cgroups, &countErrs{}, nil, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed *Process
+	for range 500 { // until the shell that joins the cgroup has exec'd sleep
+		src.Expire()
+		cgroups.Expire()
+		if ps, _ := src.Processes(context.Background()); len(ps) == 1 && ps[0].Stat.Comm == "sleep" {
+			listed = ps[0]
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if listed == nil {
+		t.Fatal("the process was not listed")
+	}
+	mark := func(ctx context.Context, p *Process) (string, error) {
+		env, err := procenv.Lookup(ctx, "/proc", p.PID, "QE_MARK")
+		return env["QE_MARK"], err
+	}
+	if r := Each(context.Background(), src, []*Process{listed}, "environ", mark)[0]; r.Err != nil || r.Value != "first" {
+		t.Fatalf("the listed process's own read: %q, %v", r.Value, r.Err)
+	}
+	_ = a.Process.Kill()
+	_ = a.Wait()
+	b := reusePID(t, listed.PID, start("second"))
+	t.Logf("PID %d reused by a new process", b.Process.Pid)
+	r := Each(context.Background(), src, []*Process{listed}, "environ", mark)[0]
+	if r.Err == nil {
+		t.Fatalf("a read of the old process by its reused PID returned %q, the new process's", r.Value)
+	}
+	if !errors.Is(r.Err, os.ErrNotExist) {
+		t.Errorf("the reused PID's reading is dropped as %v, want a vanished process", r.Err)
+	}
+}
