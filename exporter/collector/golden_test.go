@@ -48,7 +48,16 @@ func installHost(t testing.TB, h host) Config {
 		cfg.PodLogsPath = filepath.Join(dst, "var", "log")
 		testutil.WriteKubeletLogs(t, cfg.PodLogsPath, h.kubelet...)
 	}
+	// A tree recorded from a real node comes with its kubelet's log directories.
+	if logs := filepath.Join("testdata", "podlogs-kubelet", h.name, "var", "log"); h.cgroups == nil && isDir(logs) {
+		cfg.PodLogsPath = logs
+	}
 	return cfg
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 // scrapeText runs collectors and renders the exposition without volatile metrics.

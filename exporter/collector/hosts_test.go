@@ -16,10 +16,6 @@ const (
 	gib  = 1 << 30
 	mib  = 1 << 20
 
-	kindUIDK1 = "5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-	kindUIDK2 = "3e9f39363b1b4b0c8d2f5a6e7b8c9d0e" // a static pod: the manifest's hash
-	kindPodK1 = "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/kubelet-kubepods-burstable-pod5a1b2c3d_4e5f_4a6b_8c7d_9e0f1a2b3c4d.slice"
-	kindPodK2 = "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod" + kindUIDK2 + ".slice"
 
 	crioUIDC = "2b3c4d5e-6f70-4182-93a4-b5c6d7e8f901"
 	crioUIDE = "8e9f0a1b-2c3d-4e4f-8a5b-6c7d8e9f0a1b"
@@ -84,24 +80,6 @@ var hosts = []host{
 		{Path: "/system.slice/docker-" + hexA + ".scope", PIDs: []int{7101}, MemoryLimit: 512 * mib, UserUS: 2e7, SystemUS: 5e6, MemUsage: 400 * mib, Anon: 380 * mib, File: 20 * mib, InactiveFile: 8 * mib},
 		{Path: "/user.slice/user-1000.slice/session-2.scope", PIDs: []int{7201}, UserUS: 1e6, SystemUS: 1e6, MemUsage: 10 * mib, Anon: 8 * mib, File: 2 * mib},
 	}, nil},
-	// Hand-made after the upstream sources until the v2 node records a real tree (docs/cgroups.md,
-	// "Layouts"): kind's kubelet (cgroupRoot /kubelet, systemd driver) with containerd: a
-	// burstable pod with its sandbox (pause) and a static pod (its UID the manifest's hash).
-	{"v2-kind", fixture.V2, []fixture.Cgroup{
-		{Path: "/system.slice/kubelet.service", PIDs: []int{900}, UserUS: 5e8, SystemUS: 1e8, MemUsage: 80 * mib, Anon: 70 * mib, File: 10 * mib},
-		{Path: "/kubelet.slice/kubelet-kubepods.slice", MemoryLimit: 7 * gib, UserUS: 2e9, SystemUS: 3e8, MemUsage: gib, Anon: 800 * mib, File: 224 * mib},
-		{Path: kindPodK1, QuotaUS: 200000, MemoryLimit: 512 * mib, Weight: 20, Periods: 3000, Throttled: 600, ThrottledUS: 90e6,
-			UserUS: 9e8, SystemUS: 1e8, MemUsage: 300 * mib, Anon: 250 * mib, File: 50 * mib, InactiveFile: 10 * mib},
-		{Path: kindPodK1 + "/cri-containerd-" + hexA + ".scope", PIDs: []int{3101}, QuotaUS: 200000, MemoryLimit: 512 * mib, Weight: 20,
-			Periods: 3000, Throttled: 590, ThrottledUS: 88e6, UserUS: 8.9e8, SystemUS: 0.9e8, MemUsage: 299 * mib, Anon: 249 * mib, File: 50 * mib, InactiveFile: 10 * mib},
-		{Path: kindPodK1 + "/cri-containerd-" + hexC + ".scope", PIDs: []int{3100}, Comm: "pause", Weight: 2, UserUS: 2e4, SystemUS: 1e4, MemUsage: mib / 2, Anon: mib / 2},
-		{Path: kindPodK2, QuotaUS: 100000, MemoryLimit: 256 * mib, Weight: 4, UserUS: 4e8, SystemUS: 5e7, MemUsage: 100 * mib, Anon: 90 * mib, File: 10 * mib},
-		{Path: kindPodK2 + "/cri-containerd-" + hexB + ".scope", PIDs: []int{3201}, QuotaUS: 100000, MemoryLimit: 256 * mib, Weight: 4,
-			Periods: 900, Throttled: 30, ThrottledUS: 3e6, UserUS: 4e8, SystemUS: 5e7, MemUsage: 100 * mib, Anon: 90 * mib, File: 10 * mib},
-	}, []testutil.KubeletContainer{
-		{Namespace: "shop", Pod: "web-7f9c4d8b6-q2x8z", UID: kindUIDK1, Container: "app", ID: hexA},
-		{Namespace: "kube-system", Pod: "etcd-kind-control-plane", UID: kindUIDK2, Container: "etcd", ID: hexB},
-	}},
 	// CRI-O with crun on v2 (hand-made after crun's cgroup-systemd.c and cri-o's cgmgr): the
 	// container's processes and crun's copy of its limits in the scope's "container" subgroup,
 	// conmon beside it in the pod slice (conmon_cgroup = "pod") and in system.slice, the

@@ -286,6 +286,41 @@ func TestRealCrunSubgroupAndConmon(t *testing.T) {
 	}
 }
 
+// Issue 30, crun with containerd (seen on test/kubenode's v2 node: containerd 1.6, crun 1.8.1,
+// systemd driver): crun writes the container's limits only to its "container" subgroup, the
+// scope has none. The container, exported once from its scope, has the subgroup's limits, and
+// an in-place resize (crun update rewrites the subgroup) shows in the next scrape.
+func TestRealCrunContainerdLimitsOnSubgroup(t *testing.T) {
+	n := newNodeTree(t, "crunctrd")
+	pod := "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + systemdUID(realUIDA) + ".slice"
+	scope := pod + "/cri-containerd-" + realIDA + ".scope"
+	n.at(pod, testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: 256 << 20})
+	n.at(scope, testutil.CgroupOptions{})
+	sub := n.at(scope+"/container", testutil.CgroupOptions{QuotaUS: 30000, MemoryLimit: 128 << 20})
+	run(t, sub, sleeper(t, "sleep"), "600")
+	env := n.env([]testutil.KubeletContainer{{Namespace: "shop", Pod: "cart-0", UID: realUIDA, Container: "cart", ID: realIDA}})
+	check := func(cores, bytes float64) {
+		t.Helper()
+		mfs := scrapeLayout(t, env)
+		if got := value(seriesFor(mfs, "quota_cpu_limit_cores", n.path(scope))); got != cores {
+			t.Errorf("the scope's quota_cpu_limit_cores %v, want the subgroup's %v", got, cores)
+		}
+		if got := value(seriesFor(mfs, "quota_memory_limit_bytes", n.path(scope))); got != bytes {
+			t.Errorf("the scope's quota_memory_limit_bytes %v, want the subgroup's %v", got, bytes)
+		}
+		for _, l := range seriesLabels(mfs, "quota_cpu_limit_cores") {
+			if strings.HasSuffix(l["cgroup"], "/container") {
+				t.Errorf("crun's subgroup exported: %v", l)
+			}
+		}
+	}
+	for range 3 {
+		check(0.3, 128<<20)
+	}
+	sub.Write("cpu", "cpu.cfs_quota_us", "40000")
+	check(0.4, 128<<20)
+}
+
 // Issue 30, sandboxes: the pod's pause container (containerd: a container cgroup the kubelet
 // never links in /var/log/containers, running pause) is exported with container="POD"; a
 // container the kubelet has not linked yet (it links after the runtime started it) is not.

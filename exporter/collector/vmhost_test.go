@@ -19,8 +19,20 @@ import (
 // the VM's files or their formats drift from it. No cgroups: installHost never rewrites it.
 var vmHost = host{name: "v2-vm-kubernetes", mode: fixture.V2}
 
-// allHosts are the hand-written hosts and the VM's.
-func allHosts() []host { return append(hosts[:len(hosts):len(hosts)], vmHost) }
+// kubeletHosts are real nodes' trees: the cgroups test/kubenode's cgroup v2 VM node made for
+// its pods (kubelet with the systemd driver, containerd with runc and, for some pods, crun and
+// its "container" subgroup; then a second kubelet with kind's cgroupRoot /kubelet), with the
+// kubelet's log directories, ids replaced by stable ones. `make fixtures-kubenode` rewrites
+// them; test-kubenode fails when the node's files or their formats drift from them.
+var kubeletHosts = []host{
+	{name: "v2-kubelet-systemd", mode: fixture.V2},
+	{name: "v2-kubelet-kind", mode: fixture.V2},
+}
+
+// allHosts are the hand-written hosts and the real ones.
+func allHosts() []host {
+	return append(append(hosts[:len(hosts):len(hosts)], vmHost), kubeletHosts...)
+}
 
 // The VM's scenario, as the kernel's files show it, read back by the collectors: the limit
 // that binds each container and where it comes from.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/test/internal/runner"
-	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
 )
 
 // checkChart installs charts/quota-exporter with its default values (`helm template`, applied
@@ -19,12 +18,18 @@ import (
 // its own namespace beside the kustomize DaemonSet (pods have their own IPs here), waits until
 // its pod passes the chart's readiness and liveness probes, and requires one scrape of it to name
 // the GOMAXPROCS pod as the kubelet does.
-func checkChart(t *testing.T, ctx context.Context, n *node.Node, root, work, imageRef string) {
+func checkChart(t *testing.T, ctx context.Context, tg *target, root, work, imageRef string) {
 	registry, repository, tag := splitImageRef(imageRef)
 	helm := exec.CommandContext(ctx, "go", "tool", "-modfile="+filepath.Join(root, "tools", "helm", "go.mod"), "helm",
 		"template", "qe", filepath.Join(root, "charts", "quota-exporter"), "--namespace", "chart",
 		"--kube-version", "1.37.2",
 		"--set", "image.registry="+registry, "--set", "image.repository="+repository, "--set", "image.tag="+tag)
+	if tg.exporterCPU != "" {
+		helm.Args = append(helm.Args, "--set", "resources.limits.cpu="+tg.exporterCPU)
+	}
+	for i, a := range tg.exporterArgs {
+		helm.Args = append(helm.Args, "--set", fmt.Sprintf("extraArgs[%d]=%s", i, a))
+	}
 	helm.Dir = root
 	out, err := helm.Output()
 	if err != nil {
@@ -32,21 +37,22 @@ func checkChart(t *testing.T, ctx context.Context, n *node.Node, root, work, ima
 	}
 	manifest := filepath.Join(work, "chart.yaml")
 	must(t, os.WriteFile(manifest, out, 0o644))
-	_, err = n.Kubectl(ctx, "apply", "-f", filepath.Join(root, "test", "kubenode", "testdata", "operator-crds.yaml"))
+	_, err = tg.Kubectl(ctx, "apply", "-f", filepath.Join(root, "test", "kubenode", "testdata", "operator-crds.yaml"))
 	must(t, err)
-	_, err = n.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+	_, err = tg.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/podmonitors.monitoring.coreos.com", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
 	must(t, err)
-	_, err = n.Kubectl(ctx, "create", "namespace", "chart")
+	_, err = tg.Kubectl(ctx, "create", "namespace", "chart")
 	must(t, err)
-	if out, err := n.Kubectl(ctx, "apply", "-f", manifest); err != nil {
+	if out, err := tg.Kubectl(ctx, "apply", "-f", manifest); err != nil {
 		t.Fatalf("kubectl apply the chart: %v\n%s", err, out)
 	}
 	t0 := time.Now()
-	deadline := t0.Add(3 * time.Minute)
+	limit := tg.scale(3 * time.Minute)
+	deadline := t0.Add(limit)
 	for {
 		var ready *pod
-		for _, p := range pods(t, ctx, n) {
+		for _, p := range pods(t, ctx, tg) {
 			if p.Metadata.Namespace != "chart" || p.Status.Phase != "Running" || len(p.Status.ContainerStatuses) == 0 {
 				continue
 			}
@@ -69,8 +75,8 @@ func checkChart(t *testing.T, ctx context.Context, n *node.Node, root, work, ima
 				t.Fatalf("chart: pod %s ready but its scrape lacks quota_go_gomaxprocs for %s/go-gomaxprocs (err %v)", ready.Metadata.Name, ns, err)
 			}
 		} else if time.Now().After(deadline) {
-			events, _ := n.Kubectl(ctx, "-n", "chart", "get", "events")
-			t.Fatalf("chart: no ready pod within 3m\n%s", runner.Tail(events, 4000))
+			events, _ := tg.Kubectl(ctx, "-n", "chart", "get", "events")
+			t.Fatalf("chart: no ready pod within %s\n%s", limit, runner.Tail(events, 4000))
 		}
 		time.Sleep(2 * time.Second)
 	}

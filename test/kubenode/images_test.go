@@ -1,7 +1,6 @@
 package kubenode
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
 	"github.com/quota-exporter/quota_exporter/test/testenv"
@@ -120,14 +118,4 @@ func sharedLibs(t *testing.T, files ...string) []string {
 		t.Fatalf("ldd found no shared libraries in %v", files)
 	}
 	return out
-}
-
-func importImages(t *testing.T, ctx context.Context, n *node.Node, images ...node.Image) {
-	for _, im := range images {
-		start := time.Now()
-		if err := n.ImportImage(ctx, im); err != nil {
-			t.Fatalf("importing %s: %v", im.Ref, err)
-		}
-		t.Logf("image %s imported in %s", im.Ref, time.Since(start).Round(time.Millisecond))
-	}
 }

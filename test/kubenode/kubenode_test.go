@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,8 +35,10 @@ var planted = []struct{ alert, pod, container string }{
 	{"QuotaContainerOOMKilled", "oom", "oom"},
 }
 
-// calm pods must fire nothing.
-var calm = []string{"jvm-healthy", "go-healthy", "two-containers", "pod-level", "static-sleeper-quota-kubenode"}
+// calm pods must fire nothing (the static pod's mirror is named after the node).
+func (tg *target) calm() []string {
+	return []string{"jvm-healthy", "go-healthy", "two-containers", "pod-level", "static-sleeper-" + tg.Node.Name()}
+}
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -60,23 +64,93 @@ func freePorts(t *testing.T, k int) []int {
 
 func prerequisites(t *testing.T) {
 	testenv.Require(t, os.Geteuid() == 0, "needs root (runs a kubelet, containerd and real cgroups)")
-	for _, c := range []string{"containerd", "runc", "ctr", "etcd", "gcc", "javac", "ldd", "unshare", "nsenter", "ip", "/bin/busybox", "/usr/lib/cni/bridge"} {
+	for _, c := range []string{"etcd", "gcc", "javac", "ldd", "ip"} {
 		_, err := exec.LookPath(c)
-		testenv.Require(t, err == nil, c+" not found (make deps-apt installs containerd, runc, etcd-server, busybox-static and containernetworking-plugins)")
+		testenv.Require(t, err == nil, c+" not found (make deps-apt installs etcd-server)")
 	}
-	_, err := os.Stat("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
-	testenv.Require(t, err == nil, "needs the cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu (this harness runs the kubelet on v1)")
 }
 
-// TestKubeNode runs the exporter as examples/kubernetes deploys it on a real node (kubelet,
-// containerd, runc, API server) beside real workloads, scraped by Prometheus the way the
-// PodMonitor says, and checks names, OOM counting, in-place resize, alerts, diagnose and the Helm chart.
+// target is one cluster the assertions run against, and what differs between them.
+type target struct {
+	*node.Cluster
+	layout node.Layout
+	mon    *monitoring
+	// podMonitor is examples/kubernetes' PodMonitor, set once the exporter is deployed.
+	podMonitor map[string]any
+	// runtimeClasses: pods that run with a RuntimeClass (pod name -> handler).
+	runtimeClasses map[string]string
+	// overrides change a pod's first container (pod name -> CPU limit and command), resizes
+	// are the in-place resizes checkResize makes (defaultResizes when nil).
+	overrides map[string]podOverride
+	resizes   []resize
+	slow      float64 // how much longer than on this host things take on the node (emulation)
+	// scrapeTimeout replaces the PodMonitor's (the exporter's own --scrape.timeout bounds a
+	// scrape at 10 s; under emulation one takes seconds).
+	scrapeTimeout string
+	// exporterCPU replaces the exporter's CPU limit (kustomize DaemonSet and chart): under
+	// software emulation a guest CPU-second does a fraction of the work, and the
+	// DaemonSet's 500m left the exporter throttled past every read's time bound.
+	exporterCPU string
+	// afterResize runs right after the resize check, before the slow alert checks (the VM
+	// node records its tree there).
+	afterResize func(t *testing.T)
+	// exporterArgs are added to the exporter's (kustomize DaemonSet and chart).
+	exporterArgs []string
+}
+
+type podOverride struct {
+	CPU     string   // the CPU limit
+	Command []string // the command
+}
+
+// resize is an in-place change of a container's CPU limit to cpu (cores).
+type resize struct {
+	pod, container, cpu string
+	cores               float64
+}
+
+// defaultResizes double the GC-storm JVM's and the Go program's CPU limits.
+var defaultResizes = []resize{{"jvm-gc-storm", "gc-storm", "600m", 0.6}, {"go-gomaxprocs", "gomaxprocs", "1", 1}}
+
+// scale stretches a time limit by the node's slowness.
+func (tg *target) scale(d time.Duration) time.Duration {
+	if tg.slow > 1 {
+		return time.Duration(float64(d) * tg.slow)
+	}
+	return d
+}
+
+// images are the test's container images, built once for every node.
+type images struct {
+	pause, workloads, exporter node.Image
+	archive, exporterRef       string // make image's tarball (make test-kubenode), else exporter is built here
+}
+
+func (im images) list() []node.Image {
+	out := []node.Image{im.workloads}
+	if im.archive == "" {
+		out = append(out, im.exporter)
+	}
+	return out
+}
+
+func (im images) archives() []string {
+	if im.archive == "" {
+		return nil
+	}
+	return []string{im.archive}
+}
+
+// TestKubeNode runs the exporter as examples/kubernetes deploys it on real nodes (kubelet,
+// containerd, API server) beside real workloads, scraped by Prometheus the way the PodMonitor
+// says, and checks names, OOM counting, in-place resize, alerts, diagnose and the Helm chart on
+// each: this host's cgroup v1 hierarchy with the cgroupfs driver and runc, and a cgroup v2 VM
+// with systemd, containerd's runc and crun with the systemd driver, then kind's layout.
 func TestKubeNode(t *testing.T) {
 	prerequisites(t)
 	root := testenv.RepoRoot()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	start := time.Now()
 
 	// Binaries and images.
 	t0 := time.Now()
@@ -85,93 +159,120 @@ func TestKubeNode(t *testing.T) {
 	t.Logf("Kubernetes binaries ready in %s: %s", time.Since(t0).Round(time.Millisecond), bin)
 	work := t.TempDir()
 	t0 = time.Now()
-	pause := pauseImage(t, work)
-	workloads := workloadsImage(t, root, work)
+	im := images{pause: pauseImage(t, work), workloads: workloadsImage(t, root, work)}
 	// make test-kubenode passes make image's tarball; `go test` alone builds the same image here.
-	exporterArchive, exporterImageRef := os.Getenv("KUBENODE_EXPORTER_IMAGE"), os.Getenv("KUBENODE_EXPORTER_REF")
-	var exporter node.Image
-	if exporterArchive == "" {
-		exporter = exporterImage(t, root, work)
-		exporterImageRef = exporter.Ref
+	im.archive, im.exporterRef = os.Getenv("KUBENODE_EXPORTER_IMAGE"), os.Getenv("KUBENODE_EXPORTER_REF")
+	if im.archive == "" {
+		im.exporter = exporterImage(t, root, work)
+		im.exporterRef = im.exporter.Ref
 	}
 	t.Logf("images built in %s", time.Since(t0).Round(time.Millisecond))
 
-	// The node; torn down on return, on SIGINT/SIGTERM, and by the next run after a crash.
-	t0 = time.Now()
-	n, err := node.Start(ctx, node.Options{Bin: bin, PauseImage: pause, Logf: t.Logf})
-	must(t, err)
-	stopOnce := make(chan struct{})
-	defer func() {
-		close(stopOnce)
-		if t.Failed() {
-			for _, c := range []string{"kubelet", "containerd"} {
-				b, _ := os.ReadFile(n.LogPath(c))
-				t.Logf("%s log (tail):\n%s", c, runner.Tail(string(b), 4000))
-			}
+	t.Run("v1-cgroupfs", func(t *testing.T) {
+		for _, c := range []string{"containerd", "runc", "ctr", "unshare", "nsenter", "/bin/busybox", "/usr/lib/cni/bridge"} {
+			_, err := exec.LookPath(c)
+			testenv.Require(t, err == nil, c+" not found (make deps-apt installs containerd, runc, busybox-static and containernetworking-plugins)")
 		}
-		n.Stop()
-	}()
+		_, err := os.Stat("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+		testenv.Require(t, err == nil, "needs the cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu (this node runs the kubelet on v1)")
+		start := time.Now()
+		c, err := node.StartHost(ctx, node.HostOptions{Bin: bin, PauseImage: im.pause, Images: im.list(), Archives: im.archives(), Logf: t.Logf})
+		must(t, err)
+		defer stopOnReturnOrSignal(t, c)()
+		t.Logf("node up in %s", time.Since(start).Round(time.Millisecond))
+		tg := &target{Cluster: c, layout: c.Node.Layout()}
+		runSuite(t, ctx, tg, root, work, im.exporterRef)
+		t.Logf("v1-cgroupfs took %s", time.Since(start).Round(time.Second))
+	})
+	t.Run("v2-systemd", func(t *testing.T) { testVMNode(t, ctx, root, work, bin, im) })
+}
+
+// stopOnReturnOrSignal tears the cluster down when the test returns (with the node's logs
+// when it failed), on SIGINT/SIGTERM, and otherwise the next run cleans up after a crash.
+func stopOnReturnOrSignal(t *testing.T, c *node.Cluster) func() {
+	done := make(chan struct{})
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	go func() {
 		select {
 		case <-sigs:
-			n.Stop()
+			c.Stop()
 			os.Exit(1)
-		case <-stopOnce:
+		case <-done:
 		}
 	}()
-	t.Logf("node up in %s", time.Since(t0).Round(time.Millisecond))
-	if exporterArchive != "" {
-		must(t, n.ImportArchive(ctx, exporterArchive))
-		t.Logf("imported %s (%s)", exporterArchive, exporterImageRef)
-		importImages(t, ctx, n, workloads)
-	} else {
-		importImages(t, ctx, n, exporter, workloads)
-	}
-
-	// The exporter as users deploy it: examples/kubernetes with the image replaced.
-	rendered := deployExporter(t, ctx, n, root, work, exporterImageRef)
-	var podMonitor map[string]any
-	for _, doc := range strings.Split(rendered, "\n---\n") {
-		var obj map[string]any
-		if yaml.Unmarshal([]byte(doc), &obj) == nil && obj["kind"] == "PodMonitor" {
-			podMonitor = obj
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+		if t.Failed() {
+			for _, comp := range []string{"kubelet", "containerd"} {
+				t.Logf("%s log (tail):\n%s", comp, runner.Tail(c.Node.LogTail(comp), 4000))
+			}
 		}
+		t0 := time.Now()
+		c.Stop()
+		t.Logf("teardown took %s", time.Since(t0).Round(time.Millisecond))
 	}
-	if podMonitor == nil {
-		t.Fatal("examples/kubernetes renders no PodMonitor")
-	}
-	mon := startMonitoring(t, ctx, root, filepath.Join(work, "monitoring"), scrapeConfig(t, podMonitor, n))
+}
+
+// runSuite deploys the exporter and the workloads on the target's node and runs every
+// assertion against it.
+func runSuite(t *testing.T, ctx context.Context, tg *target, root, work, exporterRef string) {
+	start := time.Now()
+	work = filepath.Join(work, tg.layout.Name)
+	must(t, os.MkdirAll(work, 0o755))
+	deployAndMonitor(t, ctx, tg, root, work, exporterRef)
 
 	// The workloads, then the static pod.
-	_, err = n.Kubectl(ctx, "apply", "-f", filepath.Join(root, "test", "kubenode", "testdata", "pods", "workloads.yaml"))
-	must(t, err)
+	applyWorkloads(t, ctx, tg, root, work, nil)
 	b, err := os.ReadFile(filepath.Join(root, "test", "kubenode", "testdata", "pods", "static-sleeper.yaml"))
 	must(t, err)
-	must(t, os.WriteFile(filepath.Join(n.ManifestDir(), "static-sleeper.yaml"), b, 0o644))
-	exporterPod := waitRunning(t, ctx, n)
-	t.Logf("all pods running %s after the start", time.Since(start).Round(time.Second))
+	must(t, tg.Node.AddStaticPod(ctx, "static-sleeper.yaml", b))
+	exporterPod := waitRunning(t, ctx, tg, 9)
+	t.Logf("all pods running %s after the exporter's deployment", time.Since(start).Round(time.Second))
 
 	// In-place resize of the GC-storm JVM's and the Go program's CPU limits.
 	exporterURL := fmt.Sprintf("http://%s:10137/metrics", exporterPod.Status.PodIP)
-	checkResize(t, ctx, n, exporterURL)
+	checkResize(t, ctx, tg, exporterURL)
+	if tg.afterResize != nil {
+		tg.afterResize(t)
+	}
 
 	// Alerts: each planted problem once, with the kubelet's names; nothing from calm pods.
-	waitAlerts(t, ctx, mon)
-	checkNames(t, ctx, n, mon)
-	checkOOMOnce(t, ctx, mon)
-	checkDiagnose(t, ctx, n, exporterPod.Metadata.Name)
+	waitAlerts(t, ctx, tg)
+	t.Logf("alerts checked %s after the exporter's deployment", time.Since(start).Round(time.Second))
+	checkNames(t, ctx, tg)
+	checkOOMOnce(t, ctx, tg.mon)
+	checkDiagnose(t, ctx, tg, exporterPod.Metadata.Name)
 	// The Helm chart, installed beside the kustomize DaemonSet on the same node.
-	checkChart(t, ctx, n, root, work, exporterImageRef)
-	t.Logf("TestKubeNode took %s", time.Since(start).Round(time.Second))
+	checkChart(t, ctx, tg, root, work, exporterRef)
+	t.Logf("%s: suite took %s", tg.layout.Name, time.Since(start).Round(time.Second))
+}
+
+// deployAndMonitor deploys the exporter (once per cluster) and starts Prometheus and
+// Alertmanager with the PodMonitor's job for t (they stop when t ends).
+func deployAndMonitor(t *testing.T, ctx context.Context, tg *target, root, work, exporterRef string) {
+	must(t, os.MkdirAll(work, 0o755))
+	if tg.podMonitor == nil {
+		// The exporter as users deploy it: examples/kubernetes with the image replaced.
+		rendered := deployExporter(t, ctx, tg, root, work, exporterRef)
+		for _, doc := range strings.Split(rendered, "\n---\n") {
+			var obj map[string]any
+			if yaml.Unmarshal([]byte(doc), &obj) == nil && obj["kind"] == "PodMonitor" {
+				tg.podMonitor = obj
+			}
+		}
+		if tg.podMonitor == nil {
+			t.Fatal("examples/kubernetes renders no PodMonitor")
+		}
+	}
+	tg.mon = startMonitoring(t, ctx, root, filepath.Join(work, "monitoring"), scrapeConfig(t, tg.podMonitor, tg.ControlPlane, tg.scrapeTimeout))
 }
 
 // deployExporter applies examples/kubernetes through an overlay that only replaces the image and
 // leaves out the two objects whose CRDs only the Prometheus Operator installs (the PodMonitor
 // becomes Prometheus' scrape job instead). It returns the rendered base.
-func deployExporter(t *testing.T, ctx context.Context, n *node.Node, root, work, image string) string {
+func deployExporter(t *testing.T, ctx context.Context, tg *target, root, work, image string) string {
 	overlay := filepath.Join(work, "overlay")
 	base := filepath.Join(overlay, "base")
 	must(t, os.MkdirAll(overlay, 0o755))
@@ -199,12 +300,28 @@ patches:
       kind: PrometheusRule
       metadata: {name: quota-exporter, namespace: monitoring}
 `, strings.SplitN(image, ":", 2)[0], strings.SplitN(image, ":", 2)[1])
+	if tg.exporterCPU != "" {
+		kust += fmt.Sprintf(`  - target: {kind: DaemonSet, name: quota-exporter}
+    patch: |
+      - op: replace
+        path: /spec/template/spec/containers/0/resources/limits/cpu
+        value: %q
+`, tg.exporterCPU)
+	}
+	for _, a := range tg.exporterArgs {
+		kust += fmt.Sprintf(`  - target: {kind: DaemonSet, name: quota-exporter}
+    patch: |
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: %q
+`, a)
+	}
 	must(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644))
-	rendered, err := n.Kubectl(ctx, "kustomize", base)
+	rendered, err := tg.Kubectl(ctx, "kustomize", base)
 	must(t, err)
-	_, err = n.Kubectl(ctx, "create", "namespace", "monitoring")
+	_, err = tg.Kubectl(ctx, "create", "namespace", "monitoring")
 	must(t, err)
-	out, err := n.Kubectl(ctx, "apply", "-k", overlay)
+	out, err := tg.Kubectl(ctx, "apply", "-k", overlay)
 	if err != nil {
 		t.Fatalf("kubectl apply -k: %v", err)
 	}
@@ -217,6 +334,10 @@ type pod struct {
 	Metadata struct {
 		Name, Namespace, UID string
 		Annotations          map[string]string
+	}
+	Spec struct {
+		NodeName         string
+		RuntimeClassName string
 	}
 	Status struct {
 		Phase                 string
@@ -239,20 +360,22 @@ type containerStatus struct {
 	}
 }
 
-func pods(t *testing.T, ctx context.Context, n *node.Node) []pod {
+// pods are the pods bound to the target's node.
+func pods(t *testing.T, ctx context.Context, tg *target) []pod {
 	var list struct{ Items []pod }
-	must(t, n.GetJSON(ctx, &list, "get", "pods", "--all-namespaces"))
+	must(t, tg.GetJSON(ctx, &list, "get", "pods", "--all-namespaces", "--field-selector=spec.nodeName="+tg.Node.Name()))
 	return list.Items
 }
 
-// waitRunning waits until every pod runs with all containers ready (the OOM pod may restart
-// meanwhile) and returns the exporter's pod.
-func waitRunning(t *testing.T, ctx context.Context, n *node.Node) pod {
-	deadline := time.Now().Add(4 * time.Minute)
+// waitRunning waits until at least min pods run on the node with all containers ready (the OOM
+// pod may restart meanwhile) and returns the exporter's pod.
+func waitRunning(t *testing.T, ctx context.Context, tg *target, min int) pod {
+	limit := tg.scale(4 * time.Minute)
+	deadline := time.Now().Add(limit)
 	for {
 		var exporter *pod
 		var waiting []string
-		ps := pods(t, ctx, n)
+		ps := pods(t, ctx, tg)
 		for i, p := range ps {
 			if p.Metadata.Namespace == "monitoring" {
 				exporter = &ps[i]
@@ -265,73 +388,157 @@ func waitRunning(t *testing.T, ctx context.Context, n *node.Node) pod {
 				waiting = append(waiting, p.Metadata.Namespace+"/"+p.Metadata.Name+":"+p.Status.Phase)
 			}
 		}
-		if exporter != nil && len(waiting) == 0 && len(ps) >= 9 {
+		if exporter != nil && len(waiting) == 0 && len(ps) >= min {
 			return *exporter
 		}
 		if time.Now().After(deadline) {
-			out, _ := n.Kubectl(ctx, "get", "events", "--all-namespaces")
-			t.Fatalf("pods not running within 4m: %v (%d pods)\nevents:\n%s", waiting, len(ps), runner.Tail(out, 6000))
+			out, _ := tg.Kubectl(ctx, "get", "events", "--all-namespaces")
+			t.Fatalf("pods not running within %s: %v (%d pods)\nevents:\n%s", limit, waiting, len(ps), runner.Tail(out, 6000))
 		}
 		time.Sleep(2 * time.Second)
 	}
 }
 
-// checkResize raises the CPU limits of the GC-storm JVM and the Go program in place and
-// scrapes the exporter until the new limits show: in that same scrape the container's own
-// limit, its binding limit, and the JVM's GC threads and the Go program's GOMAXPROCS (which
-// the running processes keep) are all present, so the comparisons change within one scrape.
-func checkResize(t *testing.T, ctx context.Context, n *node.Node, url string) {
-	for _, r := range []struct{ pod, container, cpu string }{{"jvm-gc-storm", "gc-storm", "600m"}, {"go-gomaxprocs", "gomaxprocs", "1"}} {
+// checkResize raises the CPU limits of the GC-storm JVM and the Go program in place, waits until
+// the kernel's files show them (the container's cgroup and its pod's), and requires the first
+// scrape after that to show them: the container's own limit, its binding limit, and the JVM's
+// GC threads and the Go program's GOMAXPROCS (which the running processes keep), so that the
+// comparisons change within one scrape of the resize.
+func checkResize(t *testing.T, ctx context.Context, tg *target, url string) {
+	resizes := tg.resizes
+	if resizes == nil {
+		resizes = defaultResizes
+	}
+	want := map[string]float64{}
+	for _, r := range resizes {
+		want[r.container] = r.cores
+	}
+	ids := map[string]string{}
+	for _, p := range pods(t, ctx, tg) {
+		for _, cs := range p.Status.ContainerStatuses {
+			if _, ok := want[cs.Name]; ok && p.Metadata.Namespace == ns {
+				ids[cs.Name] = strings.TrimPrefix(cs.ContainerID, "containerd://")
+			}
+		}
+	}
+	start := time.Now()
+	for _, r := range resizes {
 		patch := fmt.Sprintf(`{"spec":{"containers":[{"name":%q,"resources":{"limits":{"cpu":%q}}}]}}`, r.container, r.cpu)
-		out, err := n.Kubectl(ctx, "-n", ns, "patch", "pod", r.pod, "--subresource", "resize", "--type", "strategic", "-p", patch)
+		out, err := tg.Kubectl(ctx, "-n", ns, "patch", "pod", r.pod, "--subresource", "resize", "--type", "strategic", "-p", patch)
 		if err != nil {
 			t.Fatalf("resize %s: %v", r.pod, err)
 		}
 		t.Logf("resize: %s", out)
 	}
-	want := map[string]float64{"gc-storm": 0.6, "gomaxprocs": 1}
-	start := time.Now()
-	deadline := start.Add(90 * time.Second)
-	for {
-		fams, err := scrapeExporter(ctx, url)
-		if err == nil {
-			done := true
-			for c, cores := range want {
-				lim := fams.value("quota_cpu_limit_cores", ns, "", c)
-				eff := fams.value("quota_cpu_binding_limit_cores", ns, "", c)
-				if lim != cores || eff != cores {
-					done = false
-					continue
-				}
-				var other string
-				if c == "gc-storm" {
-					other = "quota_jvm_gc_parallel_threads"
-				} else {
-					other = "quota_go_gomaxprocs"
-				}
-				v := fams.value(other, ns, "", c)
-				if v <= 0 {
-					t.Errorf("resize: the scrape with %s's new limit %.2g has no %s", c, cores, other)
-				}
-				t.Logf("resize: %s limit %.2g (effective %.2g) and %s %.0f in one scrape, %s after the patch", c, lim, eff, other, v, time.Since(start).Round(time.Millisecond))
-				delete(want, c)
+	limit := tg.scale(90 * time.Second)
+	deadline := start.Add(limit)
+	for len(want) > 0 {
+		for c, cores := range want {
+			kernel, err := kernelCPULimit(ctx, tg, ids[c])
+			if err != nil || kernel != cores {
+				continue
 			}
-			if done && len(want) == 0 {
+			applied := time.Since(start)
+			fams, incomplete, err := completeScrape(ctx, url, 5)
+			if err != nil {
+				t.Errorf("resize: scrape: %v", err)
 				return
 			}
+			if incomplete > 0 {
+				t.Logf("resize: %d scrape(s) after the kernel had %s's new limit missed inputs (read time bounds); the next complete one is checked", incomplete, c)
+			}
+			delete(want, c)
+			lim := fams.value("quota_cpu_limit_cores", ns, "", c)
+			eff := fams.value("quota_cpu_binding_limit_cores", ns, "", c)
+			other := "quota_go_gomaxprocs"
+			if c == "gc-storm" {
+				other = "quota_jvm_gc_parallel_threads"
+			}
+			v := fams.value(other, ns, "", c)
+			if lim != cores || eff != cores {
+				t.Errorf("resize: the kernel had %s's new limit %.2g %s after the patch; the next scrape showed limit %.2g, binding %.2g", c, cores, applied.Round(time.Millisecond), lim, eff)
+				continue
+			}
+			if v <= 0 {
+				t.Errorf("resize: the scrape with %s's new limit %.2g has no %s", c, cores, other)
+			}
+			t.Logf("resize: %s limit %.2g (binding %.2g) and %s %.0f in the first complete scrape after the kernel had it (%s after the patch)", c, lim, eff, other, v, applied.Round(time.Millisecond))
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("resize: new limits not scraped within 90s (left: %v, last error %v)", want, err)
+		if len(want) > 0 && time.Now().After(deadline) {
+			t.Errorf("resize: the kubelet did not apply the new limits to the kernel within %s (left: %v)", limit, want)
 			return
 		}
-		time.Sleep(time.Second)
+		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// completeScrape is the first of at most n scrapes in which every collector read all its input
+// (quota_exporter_scrape_collector_success 1): under emulation reads can pass their time bound,
+// and the exporter then leaves those inputs out of that scrape, as it should. incomplete counts
+// the scrapes before it; after n the last one is returned.
+func completeScrape(ctx context.Context, url string, n int) (fams families, incomplete int, err error) {
+	for i := 0; i < n; i++ {
+		if fams, err = scrapeExporter(ctx, url); err != nil {
+			return nil, incomplete, err
+		}
+		ok := true
+		for _, m := range fams["quota_exporter_scrape_collector_success"].GetMetric() {
+			ok = ok && m.GetGauge().GetValue() == 1
+		}
+		if ok {
+			return fams, incomplete, nil
+		}
+		incomplete++
+	}
+	return fams, incomplete, nil
+}
+
+// kernelCPULimit reads the CPU limit (cores, -1 for none) that binds a container from the
+// kernel's files on the node: the smaller of its cgroup's and its pod's.
+func kernelCPULimit(ctx context.Context, tg *target, id string) (float64, error) {
+	out, err := tg.Node.Exec(ctx, "find", tg.layout.CPURoot, "-type", "d", "-name", "*"+id+"*")
+	if err != nil {
+		return 0, err
+	}
+	dirs := strings.Fields(out)
+	if len(dirs) == 0 {
+		return 0, fmt.Errorf("no cgroup of container %s under %s", id, tg.layout.CPURoot)
+	}
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) < len(dirs[j]) })
+	dir := dirs[0] // crun's subgroup is below the container's scope
+	var files []string
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if tg.layout.V2 {
+			files = append(files, d+"/cpu.max")
+		} else {
+			files = append(files, d+"/cpu.cfs_quota_us", d+"/cpu.cfs_period_us")
+		}
+	}
+	out, err = tg.Node.Exec(ctx, append([]string{"cat"}, files...)...)
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(out)
+	cores := -1.0
+	for i := 0; i+1 < len(f); i += 2 {
+		quota, err1 := strconv.ParseFloat(f[i], 64)
+		period, err2 := strconv.ParseFloat(f[i+1], 64)
+		if err1 != nil || err2 != nil || quota < 0 || period <= 0 { // "max" (v2) or -1 (v1): no limit
+			continue
+		}
+		if c := quota / period; cores < 0 || c < cores {
+			cores = c
+		}
+	}
+	return cores, nil
 }
 
 // waitAlerts waits for every planted alert at the webhook, then watches a while longer so
 // that a duplicate or a calm pod's alert would show.
-func waitAlerts(t *testing.T, ctx context.Context, mon *monitoring) {
-	deadline := time.Now().Add(5 * time.Minute)
+func waitAlerts(t *testing.T, ctx context.Context, tg *target) {
+	mon := tg.mon
+	limit := tg.scale(5 * time.Minute)
+	deadline := time.Now().Add(limit)
 	for {
 		missing := missingAlerts(mon.webhook.Alerts())
 		if len(missing) == 0 {
@@ -339,7 +546,7 @@ func waitAlerts(t *testing.T, ctx context.Context, mon *monitoring) {
 		}
 		if time.Now().After(deadline) {
 			active, _ := mon.prom.Alerts(ctx)
-			t.Errorf("alerts not received within 5m: %v\nPrometheus has: %+v", missing, active)
+			t.Errorf("alerts not received within %s: %v\nPrometheus has: %+v", limit, missing, active)
 			break
 		}
 		time.Sleep(2 * time.Second)
@@ -351,14 +558,14 @@ func waitAlerts(t *testing.T, ctx context.Context, mon *monitoring) {
 			continue
 		}
 		l := a.Labels
-		if l["namespace"] != ns && !strings.HasPrefix(l["cgroup"], "/kubepods") {
+		if l["namespace"] != ns && !strings.HasPrefix(l["cgroup"], tg.layout.Kubepods) {
 			continue // this shared host's other cgroups
 		}
 		// An info notification that later escalates to a warning (GOMAXPROCS idle, then
 		// throttled) is two alerts of one problem, each sent once: the severity is in the key.
 		key := fmt.Sprintf("%s{severity=%s} %s/%s/%s", l["alertname"], l["severity"], l["namespace"], l["pod"], l["container"])
 		firing[key]++
-		for _, c := range calm {
+		for _, c := range tg.calm() {
 			if l["pod"] == c {
 				t.Errorf("calm pod %s fired %s: %v", c, l["alertname"], l)
 			}
@@ -396,18 +603,22 @@ func missingAlerts(got []stack.Received) []string {
 	return missing
 }
 
-// checkNames: every series under /kubepods names namespace, pod and container as the API
-// does for that pod UID and container id; the series of pod sandboxes are reported.
-func checkNames(t *testing.T, ctx context.Context, n *node.Node, mon *monitoring) {
+// checkNames: every series under the node's kubepods cgroup names namespace, pod and container
+// as the API does for that pod UID and container id; every container of the API has series,
+// each in one cgroup only (crun's subgroup is not a second container); and the series of pod
+// sandboxes say container="POD", as cAdvisor's do on CRI-O, so that queries can tell them from
+// the pod's own cgroup (container="") and from containers.
+func checkNames(t *testing.T, ctx context.Context, tg *target) {
 	type ident struct{ ns, pod, container string }
 	byUID := map[string]pod{}
 	byID := map[string]ident{}
-	for _, p := range pods(t, ctx, n) {
+	running := map[string]ident{} // containers that run now: each must have series
+	for _, p := range pods(t, ctx, tg) {
 		uid := p.Metadata.UID
 		if h := p.Metadata.Annotations["kubernetes.io/config.mirror"]; h != "" {
 			uid = h // a static pod's cgroup and log directory carry its config hash, not the mirror's UID
 		}
-		byUID[uid] = p
+		byUID[strings.ReplaceAll(uid, "-", "")] = p
 		for _, cs := range append(append([]containerStatus{}, p.Status.ContainerStatuses...), p.Status.InitContainerStatuses...) {
 			for _, id := range []string{cs.ContainerID, lastID(cs)} {
 				if id != "" {
@@ -415,50 +626,92 @@ func checkNames(t *testing.T, ctx context.Context, n *node.Node, mon *monitoring
 				}
 			}
 		}
-	}
-	// The exporter's own series (recording rules' names have colons and aggregate names away).
-	res, err := mon.prom.Query(ctx, `count by (cgroup, namespace, pod, container, pod_uid, container_id) ({job="quota-exporter", __name__=~"quota_[a-z_]+", cgroup=~"/kubepods.*"})`)
-	must(t, err)
-	if len(res) == 0 {
-		t.Fatal("no series under /kubepods")
-	}
-	var sandboxes []string
-	for _, s := range res {
-		l := s.Labels
-		uid := strings.ReplaceAll(l["pod_uid"], "-", "")
-		var p *pod
-		for u, q := range byUID {
-			if strings.ReplaceAll(u, "-", "") == uid {
-				q := q
-				p = &q
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.ContainerID != "" && cs.Ready {
+				running[cs.ContainerID] = ident{p.Metadata.Namespace, p.Metadata.Name, cs.Name}
 			}
 		}
+	}
+	sandboxList, err := tg.Node.SandboxIDs(ctx)
+	must(t, err)
+	sandboxes := map[string]bool{}
+	for _, id := range sandboxList {
+		sandboxes["containerd://"+id] = true
+	}
+	// The exporter's own series (recording rules' names have colons and aggregate names away).
+	res, err := tg.mon.prom.Query(ctx, fmt.Sprintf(`count by (cgroup, namespace, pod, container, pod_uid, container_id) ({job="quota-exporter", __name__=~"quota_[a-z_]+", cgroup=~%q})`, regexp.QuoteMeta(tg.layout.Kubepods)+".*"))
+	must(t, err)
+	if len(res) == 0 {
+		t.Fatalf("no series under %s", tg.layout.Kubepods)
+	}
+	cgroupsOf := map[string]map[string]bool{} // container id -> cgroups
+	var sandboxSeries int
+	for _, s := range res {
+		l := s.Labels
 		if l["pod_uid"] == "" {
 			if l["pod"] != "" || l["container"] != "" {
 				t.Errorf("series without pod_uid but with names: %v", l)
 			}
+			if podCgroup.MatchString(l["cgroup"]) {
+				t.Errorf("series of a pod's cgroup without pod_uid: %v", l)
+			}
 			continue // kubepods, its QoS levels
 		}
-		if p == nil {
+		p, ok := byUID[strings.ReplaceAll(l["pod_uid"], "-", "")]
+		if !ok {
 			t.Errorf("series of an unknown pod UID: %v", l)
 			continue
 		}
 		if l["namespace"] != p.Metadata.Namespace || l["pod"] != p.Metadata.Name {
 			t.Errorf("series %v: the API says %s/%s", l, p.Metadata.Namespace, p.Metadata.Name)
 		}
-		if l["container_id"] == "" {
-			continue // the pod's own cgroup
-		}
-		if id, ok := byID[l["container_id"]]; ok {
-			if l["container"] != id.container {
-				t.Errorf("series %v: the API says container %q", l, id.container)
+		id := l["container_id"]
+		if id == "" {
+			if l["container"] != "" {
+				t.Errorf("series of the pod's own cgroup with a container name: %v", l)
 			}
-		} else {
-			sandboxes = append(sandboxes, fmt.Sprintf("%s/%s container=%q (%s)", l["namespace"], l["pod"], l["container"], l["container_id"]))
+			continue
+		}
+		if cgroupsOf[id] == nil {
+			cgroupsOf[id] = map[string]bool{}
+		}
+		cgroupsOf[id][l["cgroup"]] = true
+		switch c, known := byID[id]; {
+		case known && l["container"] != c.container:
+			t.Errorf("series %v: the API says container %q", l, c.container)
+		case sandboxes[id]:
+			sandboxSeries++
+			if l["container"] != "POD" {
+				t.Errorf("series of pod %s/%s's sandbox with container=%q, want \"POD\": %v", l["namespace"], l["pod"], l["container"], l)
+			}
+		case !known:
+			t.Errorf("series of a container id that is neither a container of the API nor a sandbox: %v", l)
 		}
 	}
-	sort.Strings(sandboxes)
-	t.Logf("%d /kubepods series sets checked; cgroups whose id is no container of the API (pod sandboxes): %d\n%s", len(res), len(sandboxes), strings.Join(sandboxes, "\n"))
+	for id, cgs := range cgroupsOf {
+		if len(cgs) > 1 {
+			t.Errorf("container %s (%v) exported from %d cgroups: %v", id, byID[id], len(cgs), sortedKeys(cgs))
+		}
+	}
+	for id, c := range running {
+		if cgroupsOf[id] == nil {
+			t.Errorf("running container %s/%s/%s (%s) has no series", c.ns, c.pod, c.container, id)
+		}
+	}
+	t.Logf("%d series sets under %s checked: %d containers of %d pods, %d sandbox series", len(res), tg.layout.Kubepods, len(cgroupsOf), len(byUID), sandboxSeries)
+}
+
+// podCgroup matches a cgroup path at or below a pod's: pod<uid> with the UID's dashes, the
+// systemd driver's underscores, or a static pod's 32 hex digits.
+var podCgroup = regexp.MustCompile(`pod[0-9a-f]{8}[-_]?[0-9a-f]{4}[-_]?[0-9a-f]{4}[-_]?[0-9a-f]{4}[-_]?[0-9a-f]{12}([./]|$)`)
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func lastID(cs containerStatus) string {
@@ -485,8 +738,8 @@ func checkOOMOnce(t *testing.T, ctx context.Context, mon *monitoring) {
 
 // checkDiagnose runs `quota_exporter diagnose` inside the exporter's pod with the DaemonSet's
 // paths and requires it to name each planted problem's pod and container.
-func checkDiagnose(t *testing.T, ctx context.Context, n *node.Node, exporterPod string) {
-	out, err := n.Kubectl(ctx, "-n", "monitoring", "exec", exporterPod, "--", "/bin/quota_exporter", "diagnose",
+func checkDiagnose(t *testing.T, ctx context.Context, tg *target, exporterPod string) {
+	out, err := tg.Kubectl(ctx, "-n", "monitoring", "exec", exporterPod, "--", "/bin/quota_exporter", "diagnose",
 		"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.podlogs=/host/var/log",
 		"--format=json", "--duration=10s")
 	if err != nil && !strings.Contains(err.Error(), "exit status") {

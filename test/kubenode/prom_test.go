@@ -1,6 +1,7 @@
 package kubenode
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -30,7 +31,7 @@ type monitoring struct {
 // written as a plain kubernetes_sd_configs (role: pod) job for a Prometheus without the
 // operator: the operator's own relabelling (selector, port, target labels, jobLabel), then the
 // PodMonitor's relabelings, read from the rendered manifest, in Prometheus' spelling.
-func scrapeConfig(t *testing.T, podMonitor map[string]any, n *node.Node) string {
+func scrapeConfig(t *testing.T, podMonitor map[string]any, cp *node.ControlPlane, scrapeTimeout string) string {
 	spec := podMonitor["spec"].(map[string]any)
 	meta := podMonitor["metadata"].(map[string]any)
 	ep := spec["podMetricsEndpoints"].([]any)[0].(map[string]any)
@@ -68,18 +69,17 @@ func scrapeConfig(t *testing.T, podMonitor map[string]any, n *node.Node) string 
 		}
 		relabel = append(relabel, out)
 	}
-	pki := filepath.Join(n.Dir, "pki")
 	job := map[string]any{
 		"job_name":        fmt.Sprintf("podMonitor/%s/%s/0", ns, name),
 		"honor_labels":    false,
 		"scrape_interval": ep["interval"],
-		"scrape_timeout":  ep["scrapeTimeout"],
+		"scrape_timeout":  cmp.Or(scrapeTimeout, ep["scrapeTimeout"].(string)),
 		"metrics_path":    ep["path"],
 		"kubernetes_sd_configs": []any{map[string]any{
 			"role":       "pod",
-			"api_server": n.APIServer,
+			"api_server": cp.APIServer,
 			"namespaces": map[string]any{"names": []string{ns}},
-			"tls_config": map[string]any{"ca_file": filepath.Join(pki, "ca.crt"), "cert_file": filepath.Join(pki, "admin.crt"), "key_file": filepath.Join(pki, "admin.key")},
+			"tls_config": map[string]any{"ca_file": cp.PKIFile("ca.crt"), "cert_file": cp.PKIFile("admin.crt"), "key_file": cp.PKIFile("admin.key")},
 		}},
 		"relabel_configs": relabel,
 	}

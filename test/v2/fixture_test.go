@@ -1,17 +1,14 @@
 package v2
 
 import (
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/quota-exporter/quota_exporter/test/internal/cgtree"
 	"github.com/quota-exporter/quota_exporter/test/testenv"
 )
 
@@ -27,102 +24,19 @@ func fixtureDir(name string) string {
 }
 
 // vmFixture turns the frozen dump (files-before) and the VM's mountinfo into the fixture's
-// files by path under the tree root. Process ids are renumbered in path order from 100 (they
-// differ from boot to boot); pod UIDs and container ids are the scenario's fixed ones.
+// files by path under the tree root (cgtree.Host); pod UIDs and container ids are the
+// scenario's fixed ones.
 func vmFixture(files kernel, mountinfo string) map[string]string {
-	out := map[string]string{}
-	keys := make([]string, 0, len(files))
-	for k := range files {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	next := 100
-	for _, k := range keys {
-		content := files[k]
-		if strings.HasSuffix(k, "/cgroup.procs") {
-			var b strings.Builder
-			for _, line := range strings.Fields(content) {
-				if _, err := strconv.Atoi(line); err == nil {
-					b.WriteString(strconv.Itoa(next) + "\n")
-					next++
-				}
-			}
-			content = b.String()
-		}
-		out[filepath.Join("sys", "fs", "cgroup", strings.TrimPrefix(k, "./"))] = content
-	}
-	// Only the cgroup mounts, under the tree's placeholder root (fixture.RootPlaceholder).
-	var mi strings.Builder
-	for _, line := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 10 || !strings.Contains(line, " - cgroup") {
-			continue
-		}
-		f[4] = "@ROOT@" + f[4]
-		mi.WriteString(strings.Join(f, " ") + "\n")
-	}
-	out[filepath.Join("proc", "self", "mountinfo")] = mi.String()
-	return out
+	return cgtree.Host(cgtree.Files(files), mountinfo)
 }
 
 func readTree(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = string(b)
-		return err
-	})
+	out, err := cgtree.Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func writeTree(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	for rel, content := range files {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-var digits = regexp.MustCompile(`[0-9]+`)
-
-// format is a file's shape without its figures: each line with its numbers as N (keys,
-// PSI fields, "max N" and cpu lists keep their form); process lists only say whether
-// they are empty. Mount ids and options vary with the kernel, so mountinfo says which
-// file systems it mounts where.
-func format(rel, content string) string {
-	switch {
-	case strings.HasSuffix(rel, "cgroup.procs"):
-		if strings.TrimSpace(content) == "" {
-			return "no processes"
-		}
-		return "processes"
-	case strings.HasSuffix(rel, "mountinfo"):
-		var b strings.Builder
-		for _, line := range strings.Split(strings.TrimSpace(content), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 10 {
-				b.WriteString(f[4] + " " + f[len(f)-3] + "\n")
-			}
-		}
-		return b.String()
-	}
-	return digits.ReplaceAllString(content, "N")
 }
 
 // The committed VM fixture has exactly the VM's files, each of the same format: a kernel
@@ -133,23 +47,13 @@ func TestFixtureMatchesVM(t *testing.T) {
 	got := vmFixture(r.before, r.res.Section("mountinfo"))
 	dir := fixtureDir("v2-vm-kubernetes")
 	if os.Getenv(fixtureUpdateEnv) == "1" {
-		writeTree(t, dir, got)
+		if err := cgtree.Write(dir, got); err != nil {
+			t.Fatal(err)
+		}
 		t.Logf("wrote %d files to %s", len(got), dir)
 	}
-	committed := readTree(t, dir)
-	for rel, content := range got {
-		c, ok := committed[rel]
-		switch {
-		case !ok:
-			t.Errorf("the VM has %s, the committed fixture not (make fixtures-v2)", rel)
-		case format(rel, c) != format(rel, content):
-			t.Errorf("%s: committed format\n%s\nthe VM's\n%s(make fixtures-v2)", rel, format(rel, c), format(rel, content))
-		}
-	}
-	for rel := range committed {
-		if _, ok := got[rel]; !ok {
-			t.Errorf("the committed fixture has %s, the VM not (make fixtures-v2)", rel)
-		}
+	for _, d := range cgtree.Diff(got, readTree(t, dir)) {
+		t.Errorf("%s (make fixtures-v2)", d)
 	}
 	t.Logf("%d files of the VM's v2 tree, as committed in %s", len(got), dir)
 }

@@ -148,6 +148,17 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 		place                  Place
 		exported               bool
 	}
+	// crun with containerd (crun 1.8, seen on a real node) writes a container's limits only
+	// to its "container" subgroup, and its scope has none: the subgroup's limit is the
+	// container's when it is the tighter one.
+	adopt := func(c, sub *state) {
+		if sub.hasCPUMax && sub.cpuMax.Limited() && (!c.hasCPUMax || !c.cpuMax.Limited() || sub.cpuMax.Cores() < c.cpuMax.Cores()) {
+			c.cpuMax, c.hasCPUMax = sub.cpuMax, true
+		}
+		if sub.hasMemLimit && sub.memLimit > 0 && (!c.hasMemLimit || c.memLimit == 0 || sub.memLimit < c.memLimit) {
+			c.memLimit, c.hasMemLimit = sub.memLimit, true
+		}
+	}
 	found := map[string]*state{}
 	for i := range dirs {
 		d := &dirs[i]
@@ -189,6 +200,9 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 			if c := found[s.place.Container]; c != nil && c.place.Kind != KindBelowContainer {
 				c.procs = c.procs || s.procs
 				c.pids = append(c.pids, s.pids[:min(len(s.pids), MaxProcs-len(c.pids))]...)
+				if s.place.RuntimeSubgroup {
+					adopt(c, s)
+				}
 			}
 		case KindConmon:
 			skipped.Conmon++
@@ -214,9 +228,11 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	// Exported cgroups' limits are read again next walk: a resize shows within one scrape.
+	// Exported cgroups' limits are read again next walk: a resize shows within one scrape
+	// (crun's subgroups too: their limits may be their container's).
 	for i := range dirs {
-		dirs[i].exported = found[dirs[i].path].exported
+		s := found[dirs[i].path]
+		dirs[i].exported = s.exported || s.place.RuntimeSubgroup
 	}
 	opts.Cache.store(n, dirs, complete && ctx.Err() == nil)
 	return Discovery{Cgroups: out, Errs: errs, Skipped: skipped}

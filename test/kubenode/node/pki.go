@@ -128,6 +128,12 @@ func (p *pki) write(name string, der []byte, key *ecdsa.PrivateKey) error {
 
 // kubeconfig writes a kubeconfig for the client certificate name against server.
 func (p *pki) kubeconfig(file, server, name string) error {
+	return p.kubeconfigAt(file, server, name, p.dir)
+}
+
+// kubeconfigAt writes a kubeconfig whose certificate files are in certDir (where a VM node sees them).
+func (p *pki) kubeconfigAt(file, server, name, certDir string) error {
+	path := func(n, ext string) string { return filepath.Join(certDir, n+"."+ext) }
 	return os.WriteFile(file, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -144,5 +150,5 @@ contexts:
 - name: kubenode
   context: {cluster: kubenode, user: %s}
 current-context: kubenode
-`, server, p.path("ca", "crt"), name, p.path(name, "crt"), p.path(name, "key"), name)), 0o600)
+`, server, path("ca", "crt"), name, path(name, "crt"), path(name, "key"), name)), 0o600)
 }

@@ -21,8 +21,22 @@ import (
 // or the next run's cleanup removes them.
 type proc = runner.Proc
 
-func (n *Node) start(name, bin string, args ...string) (*proc, error) {
-	p, err := runner.Start(name, n.LogPath(name), bin, args...)
+// procSet is the long-running processes of one run: their logs in dir/logs, their pid files
+// in dir/pids.
+type procSet struct {
+	dir   string
+	procs []*proc
+	logf  func(format string, args ...any)
+}
+
+// LogPath is the log of a component (etcd, kube-apiserver, containerd, kubelet, qemu, ...).
+func (ps *procSet) LogPath(name string) string { return filepath.Join(ps.dir, "logs", name+".log") }
+
+func (ps *procSet) start(name, bin string, args ...string) (*proc, error) {
+	if err := os.MkdirAll(filepath.Join(ps.dir, "pids"), 0o755); err != nil {
+		return nil, err
+	}
+	p, err := runner.Start(name, ps.LogPath(name), bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -30,10 +44,39 @@ func (n *Node) start(name, bin string, args ...string) (*proc, error) {
 	if exe == "" {
 		exe = bin
 	}
-	os.WriteFile(filepath.Join(n.Dir, "pids", name+".pid"), []byte(fmt.Sprintf("%d %s\n", p.Pid(), exe)), 0o644)
-	n.procs = append(n.procs, p)
-	n.logf("%s: pid %d, log %s", name, p.Pid(), n.LogPath(name))
+	os.WriteFile(filepath.Join(ps.dir, "pids", name+".pid"), []byte(fmt.Sprintf("%d %s\n", p.Pid(), exe)), 0o644)
+	ps.procs = append(ps.procs, p)
+	if ps.logf != nil {
+		ps.logf("%s: pid %d, log %s", name, p.Pid(), ps.LogPath(name))
+	}
 	return p, nil
+}
+
+// exited is an error naming the first component that has exited, with its log's tail.
+func (ps *procSet) exited() error {
+	for _, p := range ps.procs {
+		if p.Exited() {
+			return fmt.Errorf("%s exited: %s", p.Name, ps.logTail(p.Name))
+		}
+	}
+	return nil
+}
+
+func (ps *procSet) logTail(name string) string {
+	b, _ := os.ReadFile(ps.LogPath(name))
+	return runner.Tail(string(b), 3000)
+}
+
+// stop stops the processes in the reverse order of their start; before each, hook may act
+// on it while it still runs (containerd: remove its containers).
+func (ps *procSet) stop(hook func(*proc)) {
+	for i := len(ps.procs) - 1; i >= 0; i-- {
+		if hook != nil && !ps.procs[i].Exited() {
+			hook(ps.procs[i])
+		}
+		ps.procs[i].Stop(15 * time.Second)
+	}
+	ps.procs = nil
 }
 
 // killRecorded kills the processes a dead run's pid files record, when they still run the

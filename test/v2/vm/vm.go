@@ -281,6 +281,9 @@ func readMagic(p string) (string, error) {
 	return string(b[:n]), nil
 }
 
+// Pack writes the image as an initramfs (a newc cpio archive) to out.
+func (im *Image) Pack(h *Host, out string) error { return im.pack(h.Busybox, out) }
+
 // pack writes the image as a newc cpio archive with busybox's own cpio (the machine has no
 // cpio package). Uncompressed: qemu loads it as it is, and the guest kernel need not spend
 // emulated CPU time inflating it.

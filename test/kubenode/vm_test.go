@@ -1,0 +1,227 @@
+package kubenode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
+	"github.com/quota-exporter/quota_exporter/test/testenv"
+	"github.com/quota-exporter/quota_exporter/test/v2/vm"
+)
+
+// onCrun are the pods the v2 node runs with crun (RuntimeClass crun, containerd's handler for
+// /usr/bin/crun with the systemd driver): a planted problem that is also resized, the OOM
+// kill, an init container with two containers, and a pod whose only limits are the pod's.
+var onCrun = map[string]string{"go-gomaxprocs": "crun", "oom": "crun", "two-containers": "crun", "pod-level": "crun"}
+
+// Under emulation every guest CPU-second costs a host CPU-second and does a fraction of the
+// work, and the planted problems burn all the CPU their limits allow: on the VM node their
+// limits are a third of the v1 node's (the alerts compare thread counts with the limit, and
+// fire the same) and the calm Go service serves a quarter of the rate, so that the node is
+// not saturated and the exporter and the kubelet keep up.
+var vmOverrides = map[string]podOverride{
+	"jvm-gc-storm":  {CPU: "100m"},
+	"go-gomaxprocs": {CPU: "150m"},
+	"rss-creep":     {CPU: "100m"},
+	"go-healthy":    {Command: []string{"/app/go-healthy", "-rate", "5"}},
+}
+
+var vmResizes = []resize{{"jvm-gc-storm", "gc-storm", "200m", 0.2}, {"go-gomaxprocs", "gomaxprocs", "300m", 0.3}}
+
+// kindPods are the workloads of the kind-layout boot: both runtimes, every QoS class, an init
+// container, pod-level resources and a static pod.
+var kindPods = []string{"go-gomaxprocs", "go-healthy", "two-containers", "pod-level"}
+
+// testVMNode runs the suite on a cgroup v2 node with the systemd driver in a qemu VM, records
+// its cgroup tree, then runs a second kubelet in the VM with kind's cgroup root and checks the
+// names.
+func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im images) {
+	for _, c := range []string{"mmdebstrap", "mke2fs", "chroot"} {
+		_, err := exec.LookPath(c)
+		testenv.Require(t, err == nil, c+" not found (make deps-apt installs mmdebstrap and e2fsprogs)")
+	}
+	h := vm.Find(t)
+	t0 := time.Now()
+	r, err := node.BuildVMRoot(ctx, h, t.Logf)
+	must(t, err)
+	v := r.Versions
+	t.Logf("VM root ready in %s: %s (systemd %s, containerd %s, runc %s, crun %s)", time.Since(t0).Round(time.Millisecond),
+		r.Dir, v["systemd"], v["containerd"], v["runc"], v["crun"])
+	agent := filepath.Join(work, "vmagent")
+	testenv.BuildGo(t, filepath.Join(root, "test"), "./kubenode/node/vmagent", agent)
+
+	start := time.Now()
+	c, err := node.StartVM(ctx, node.VMOptions{Bin: bin, Host: h, Root: r, Agent: agent,
+		PauseImage: im.pause, Images: im.list(), Archives: im.archives(), Logf: t.Logf}, node.VMSpec{Name: "quota-kubenode-v2"})
+	must(t, err)
+	defer stopOnReturnOrSignal(t, c)()
+	t.Logf("node up in %s", time.Since(start).Round(time.Millisecond))
+	tg := &target{Cluster: c, layout: c.Node.Layout(), runtimeClasses: onCrun, overrides: vmOverrides, resizes: vmResizes}
+	if h.Accel == "tcg" {
+		tg.slow = 3 // software emulation: everything in the VM is several times slower
+		tg.scrapeTimeout = "25s"
+		tg.exporterCPU = "2"
+		tg.exporterArgs = []string{"--scrape.timeout=20s"}
+	}
+	// The runtimes' layout and the tree once every pod has run and been resized.
+	tg.afterResize = func(t *testing.T) {
+		checkRuntimeLayout(t, ctx, tg)
+		recordTree(t, ctx, tg, "v2-kubelet-systemd")
+	}
+	// In a subtest of its own: a fatal check there still lets the kind node run.
+	t.Run("suite", func(t *testing.T) { runSuite(t, ctx, tg, root, work, im.exporterRef) })
+	t.Logf("v2-systemd took %s", time.Since(start).Round(time.Second))
+
+	t.Run("kind", func(t *testing.T) {
+		start := time.Now()
+		must(t, c.SwitchKubelet(ctx, node.VMSpec{Name: "quota-kubenode-kind", Kind: true}))
+		tg.layout = c.Node.Layout()
+		t.Logf("kind node up in %s", time.Since(start).Round(time.Millisecond))
+		// The exporter's DaemonSet runs on the new node too (deployed here when the suite was
+		// not run); monitoring for this subtest.
+		deployAndMonitor(t, ctx, tg, root, filepath.Join(work, "kind"), im.exporterRef)
+		applyWorkloads(t, ctx, tg, root, filepath.Join(work, "kind"), kindPods)
+		b, err := os.ReadFile(filepath.Join(root, "test", "kubenode", "testdata", "pods", "static-sleeper.yaml"))
+		must(t, err)
+		must(t, tg.Node.AddStaticPod(ctx, "static-sleeper.yaml", b))
+		// The kustomize DaemonSet's pod (and the chart's, when it was installed), the workloads
+		// and the static pod.
+		waitRunning(t, ctx, tg, len(kindPods)+2)
+		checkRuntimeLayout(t, ctx, tg)
+		recordTree(t, ctx, tg, "v2-kubelet-kind")
+		waitScraped(t, ctx, tg)
+		checkNames(t, ctx, tg)
+		t.Logf("kind took %s", time.Since(start).Round(time.Second))
+	})
+}
+
+// applyWorkloads applies testdata/pods/workloads.yaml (only the pods named in only, when
+// given), with the target's RuntimeClasses and their RuntimeClass objects.
+func applyWorkloads(t *testing.T, ctx context.Context, tg *target, root, work string, only []string) {
+	b, err := os.ReadFile(filepath.Join(root, "test", "kubenode", "testdata", "pods", "workloads.yaml"))
+	must(t, err)
+	var docs []string
+	handlers := map[string]bool{}
+	for _, h := range tg.runtimeClasses {
+		handlers[h] = true
+	}
+	for _, h := range sortedKeys(handlers) {
+		docs = append(docs, fmt.Sprintf("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: %s}\nhandler: %s\n", h, h))
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var obj map[string]any
+		must(t, yaml.Unmarshal([]byte(doc), &obj))
+		if obj["kind"] == "Pod" {
+			name := obj["metadata"].(map[string]any)["name"].(string)
+			if only != nil && !slices.Contains(only, name) {
+				continue
+			}
+			spec := obj["spec"].(map[string]any)
+			if rc := tg.runtimeClasses[name]; rc != "" {
+				spec["runtimeClassName"] = rc
+			}
+			if o, ok := tg.overrides[name]; ok {
+				c := spec["containers"].([]any)[0].(map[string]any)
+				if o.CPU != "" {
+					c["resources"].(map[string]any)["limits"].(map[string]any)["cpu"] = o.CPU
+				}
+				if o.Command != nil {
+					c["command"] = o.Command
+				}
+			}
+		}
+		out, err := yaml.Marshal(obj)
+		must(t, err)
+		docs = append(docs, string(out))
+	}
+	must(t, os.MkdirAll(work, 0o755))
+	file := filepath.Join(work, "workloads.yaml")
+	must(t, os.WriteFile(file, []byte(strings.Join(docs, "---\n")), 0o644))
+	_, err = tg.Kubectl(ctx, "apply", "-f", file)
+	must(t, err)
+}
+
+// waitScraped waits until Prometheus has series of every running container of the node (a
+// new node's exporter pod is found by service discovery and scraped after a while).
+func waitScraped(t *testing.T, ctx context.Context, tg *target) {
+	limit := tg.scale(2 * time.Minute)
+	deadline := time.Now().Add(limit)
+	for {
+		var missing []string
+		for _, p := range pods(t, ctx, tg) {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.ContainerID == "" {
+					continue
+				}
+				res, err := tg.mon.prom.Query(ctx, fmt.Sprintf(`count({job="quota-exporter", container_id=%q})`, cs.ContainerID))
+				if err != nil || len(res) == 0 {
+					missing = append(missing, p.Metadata.Name+"/"+cs.Name)
+				}
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("no series of %v within %s", missing, limit)
+			return
+		}
+		time.Sleep(5 * time.Second)
+	}
+}
+
+// checkRuntimeLayout checks that the node really has the layout the names are checked on:
+// each container's cgroup is a systemd scope named after its id (cri-containerd-<id>.scope)
+// in its pod's slice; crun's containers run in the scope's "container" subgroup, with the
+// limits on both, runc's in the scope itself.
+func checkRuntimeLayout(t *testing.T, ctx context.Context, tg *target) {
+	checked := 0
+	for _, p := range pods(t, ctx, tg) {
+		if p.Metadata.Namespace != ns {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+			if id == "" || !cs.Ready {
+				continue
+			}
+			out, err := tg.Node.Exec(ctx, "find", tg.layout.CPURoot+tg.layout.Kubepods, "-type", "d", "-name", "*"+id+"*")
+			must(t, err)
+			dirs := strings.Fields(out)
+			if len(dirs) != 1 || filepath.Base(dirs[0]) != "cri-containerd-"+id+".scope" {
+				t.Errorf("%s/%s: cgroups %v, want one cri-containerd-<id>.scope", p.Metadata.Name, cs.Name, dirs)
+				continue
+			}
+			scope := dirs[0]
+			procs, _ := tg.Node.Exec(ctx, "cat", scope+"/cgroup.procs")
+			sub, subErr := tg.Node.Exec(ctx, "cat", scope+"/container/cgroup.procs", scope+"/container/cpu.max", scope+"/cpu.max")
+			if p.Spec.RuntimeClassName == "crun" {
+				if subErr != nil || strings.TrimSpace(procs) != "" || len(strings.Fields(sub)) < 5 {
+					t.Errorf("%s/%s on crun: scope's processes %q, container subgroup %q (%v)", p.Metadata.Name, cs.Name, procs, sub, subErr)
+				} else {
+					f := strings.Fields(sub)
+					t.Logf("%s/%s on crun: processes in %s/container; cpu.max %s %s there, %s %s on the scope", p.Metadata.Name, cs.Name,
+						strings.TrimPrefix(scope, tg.layout.CPURoot), f[len(f)-4], f[len(f)-3], f[len(f)-2], f[len(f)-1])
+				}
+			} else if subErr == nil || strings.TrimSpace(procs) == "" {
+				t.Errorf("%s/%s on runc: scope's processes %q, a container subgroup: %t", p.Metadata.Name, cs.Name, procs, subErr == nil)
+			}
+			if !strings.HasPrefix(strings.TrimPrefix(scope, tg.layout.CPURoot), tg.layout.Kubepods+"/") {
+				t.Errorf("%s/%s: cgroup %s is not under %s", p.Metadata.Name, cs.Name, scope, tg.layout.Kubepods)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Error("no container's cgroup checked")
+	}
+}
