@@ -16,7 +16,6 @@ const (
 	gib  = 1 << 30
 	mib  = 1 << 20
 
-
 	crioUIDC = "2b3c4d5e-6f70-4182-93a4-b5c6d7e8f901"
 	crioUIDE = "8e9f0a1b-2c3d-4e4f-8a5b-6c7d8e9f0a1b"
 	crioPodC = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod2b3c4d5e_6f70_4182_93a4_b5c6d7e8f901.slice"
