@@ -19,17 +19,21 @@ type Gate struct {
 	name string // the collector, for quota_exporter_stuck_reads{collector}
 
 	mu   sync.Mutex
-	busy map[string]*outstanding
+	busy map[string]outstanding
+	seq  uint64 // numbers the entries, so that a leave deletes only its own
 }
 
+// outstanding is one key's read, held by value: entering allocates nothing (Map enters
+// every item of every window).
 type outstanding struct {
 	kind  string
 	stuck bool
+	seq   uint64
 }
 
 // NewGate returns an empty gate; name labels its stuck counts (the collector's name).
 func NewGate(name string) *Gate {
-	return &Gate{name: name, busy: map[string]*outstanding{}}
+	return &Gate{name: name, busy: map[string]outstanding{}}
 }
 
 // Name is the name the gate was created with.
@@ -39,20 +43,32 @@ func (g *Gate) Name() string { return g.name }
 // ErrStuck if a read of key is still outstanding; otherwise the caller must call leave once
 // the read has returned (also when the caller has given up on it meanwhile).
 func (g *Gate) Enter(key, kind string) (leave func(), err error) {
+	seq, err := g.enter(key, kind)
+	if err != nil {
+		return nil, err
+	}
+	return func() { g.leave(key, seq) }, nil
+}
+
+// enter is Enter without the closure: the caller passes the entry's number to leave.
+func (g *Gate) enter(key, kind string) (uint64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.busy[key]; ok {
-		return nil, ErrStuck
+		return 0, ErrStuck
 	}
-	o := &outstanding{kind: kind} // no clock read: Map times the item, and clocks are not free everywhere
-	g.busy[key] = o
-	return func() {
-		g.mu.Lock()
-		if g.busy[key] == o {
-			delete(g.busy, key)
-		}
-		g.mu.Unlock()
-	}, nil
+	g.seq++
+	g.busy[key] = outstanding{kind: kind, seq: g.seq} // no clock read: Map times the item, and clocks are not free everywhere
+	return g.seq, nil
+}
+
+// leave ends the read enter numbered seq.
+func (g *Gate) leave(key string, seq uint64) {
+	g.mu.Lock()
+	if o, ok := g.busy[key]; ok && o.seq == seq {
+		delete(g.busy, key)
+	}
+	g.mu.Unlock()
 }
 
 // MarkStuck marks key's outstanding read stuck: its caller stopped waiting for it. It is
@@ -61,6 +77,7 @@ func (g *Gate) MarkStuck(key string) {
 	g.mu.Lock()
 	if o, ok := g.busy[key]; ok {
 		o.stuck = true
+		g.busy[key] = o
 	}
 	g.mu.Unlock()
 }

@@ -44,7 +44,19 @@ type Result[R any] struct {
 // after Map returns (return the value instead): a stuck fn may still be running.
 // Goroutines alive at any time: at most b.Workers plus the number of stuck items.
 func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string, fn func(T) (R, error)) []Result[R] {
-	res := make([]Result[R], len(items))
+	return MapInto(ctx, b, items, key, fn, nil)
+}
+
+// MapInto is Map writing its results into res's array when it is large enough (a caller that
+// maps every window reuses one; nothing writes to it once MapInto has returned, stuck reads
+// included).
+func MapInto[T, R any](ctx context.Context, b Budget, items []T, key func(T) string, fn func(T) (R, error), res []Result[R]) []Result[R] {
+	if cap(res) >= len(items) {
+		res = res[:len(items)]
+		clear(res)
+	} else {
+		res = make([]Result[R], len(items))
+	}
 	if len(items) == 0 {
 		return res
 	}
@@ -109,14 +121,14 @@ func Map[T, R any](ctx context.Context, b Budget, items []T, key func(T) string,
 			mu.Unlock()
 
 			var v R
-			var leave func()
+			var entry uint64
 			if err == nil && b.Gate != nil {
-				leave, err = b.Gate.Enter(key(items[i]), b.Kind)
+				entry, err = b.Gate.enter(key(items[i]), b.Kind)
 			}
 			if err == nil {
 				v, err = guarded(fn, items[i])
-				if leave != nil {
-					leave()
+				if b.Gate != nil {
+					b.Gate.leave(key(items[i]), entry)
 				}
 			}
 			if release != nil {

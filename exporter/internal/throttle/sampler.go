@@ -69,8 +69,9 @@ type Sampler struct {
 
 	mu      sync.Mutex
 	series  map[string]*Series
-	list    []*Series // Sample's scratch list (only the sampler's goroutine uses it)
-	open    int       // descriptors held
+	list    []*Series                           // Sample's scratch list (only the sampler's goroutine uses it)
+	results []procread.Result[cgroupfs.CPUStat] // Sample's scratch results, likewise
+	open    int                                 // descriptors held
 	spent   time.Duration
 	windows uint64
 }
@@ -231,22 +232,23 @@ func (c *Sampler) apply(snap *cgroups.Snapshot) {
 // budget (each tenant's top cgroups first), refreshes the known ones, and with forget,
 // drops those not in cgs or no longer within the budget.
 func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint64, forget bool) {
-	cgs = c.withinBudget(cgs)
+	sampled := c.withinBudget(cgs)
 	var fresh []*Series
 	c.mu.Lock()
-	for _, cg := range cgs {
+	for _, i := range sampled {
+		cg := &cgs[i]
 		if s, ok := c.series[cg.Path]; ok {
 			if forget {
 				s.lastSeenGeneration = generation
 			}
 			if s.Cgroup.Identity != cg.Identity || s.Cgroup.Names != cg.Names || s.Cgroup.Label != cg.Label {
-				s.Labels = c.labels(cg)
+				s.Labels = c.labels(*cg)
 			}
-			s.Cgroup = cg
+			s.Cgroup = *cg
 			continue
 		}
 		fresh = append(fresh, &Series{
-			Cgroup: cg, Labels: c.labels(cg),
+			Cgroup: *cg, Labels: c.labels(*cg),
 			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenGeneration: generation,
 			Ratio: histogram.New(RatioBuckets), Seconds: histogram.New(scaled(secondsBuckets, c.cfg.Window)),
 		})
@@ -295,19 +297,21 @@ func (c *Sampler) labels(cg cgroupfs.Cgroup) []*dto.LabelPair {
 	return c.cfg.Labels(cg)
 }
 
-// withinBudget keeps the cgroups with a quota that the sampled-cgroups budget allows, and
-// records the tenants it cut.
-func (c *Sampler) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
-	var quota []cgroupfs.Cgroup
-	for _, cg := range cgs {
-		if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
-			quota = append(quota, cg)
+// withinBudget lists (by index into cgs, which it does not copy: each scrape's walk is
+// adopted) the cgroups with a quota that the sampled-cgroups budget allows, and records the
+// tenants it cut.
+func (c *Sampler) withinBudget(cgs []cgroupfs.Cgroup) []int {
+	var quota []int
+	for i := range cgs {
+		if cg := &cgs[i]; cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
+			quota = append(quota, i)
 		}
 	}
 	if c.cfg.Budgets == nil {
 		return quota
 	}
-	keep, skips := budget.AllotCgroups(quota, c.cfg.Budgets.Limits().SampledCgroups, budget.SampledCgroups)
+	at := func(i int) *cgroupfs.Cgroup { return &cgs[quota[i]] }
+	keep, skips := budget.AllotCgroupsAt(len(quota), at, c.cfg.Budgets.Limits().SampledCgroups, budget.SampledCgroups)
 	quota = budget.Keep(quota, keep)
 	c.cfg.Budgets.Pass(budget.SampledCgroups, len(quota), skips)
 	return quota
@@ -340,7 +344,8 @@ func (c *Sampler) Sample(ctx context.Context) {
 	c.list = list
 	c.mu.Unlock()
 	b := procread.Budget{Workers: workers, Item: c.cfg.Window / 2, Gate: c.cfg.Gate, Kind: "cpu.stat", Pool: procread.CgroupFiles}
-	res := procread.Map(ctx, b, list, func(s *Series) string { return s.path }, readCPUStat)
+	res := procread.MapInto(ctx, b, list, func(s *Series) string { return s.path }, readCPUStat, c.results)
+	c.results = res // reused: no garbage per window for the results either
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
