@@ -112,46 +112,48 @@ func Allot(u Units, l Limit, budget string) (keep []bool, skips []Skip) {
 	if u.N == 0 || (l.PerTenant <= 0 && (l.Node <= 0 || u.N <= l.Node)) {
 		return nil, nil
 	}
+	// Every pass runs this over every unit (a walk, a listing, the sampler's set), mostly with
+	// one tenant per pod and nothing to cut: a few allocations, whatever the units.
 	type tenant struct {
-		key                 string
-		first               int // its first unit
-		units, allowed, got int
+		first               int32 // its first unit
+		units, allowed, got int32
 	}
-	byKey := map[string]*tenant{}
-	var order []*tenant
-	keys := make([]string, u.N)
+	index := make(map[string]int32, u.N) // tenant key -> its place in tenants
+	tenants := make([]tenant, 0, u.N)
+	of := make([]int32, u.N) // unit -> its tenant's place
 	for i := range u.N {
 		k := u.Tenant(i)
-		keys[i] = k
-		t := byKey[k]
-		if t == nil {
-			t = &tenant{key: k, first: i}
-			byKey[k] = t
-			order = append(order, t)
+		t, ok := index[k]
+		if !ok {
+			t = int32(len(tenants))
+			index[k] = t
+			tenants = append(tenants, tenant{first: int32(i)})
 		}
-		t.units++
+		of[i] = t
+		tenants[t].units++
 	}
 	total := 0
-	for _, t := range order {
+	for i := range tenants {
+		t := &tenants[i]
 		t.allowed = t.units
 		if l.PerTenant > 0 {
-			t.allowed = min(t.units, l.PerTenant)
+			t.allowed = min(t.units, int32(l.PerTenant))
 		}
-		total += t.allowed
+		total += int(t.allowed)
 	}
 	nodeCut := l.Node > 0 && total > l.Node
 	if nodeCut {
-		wants := make([]int, len(order))
-		for i, t := range order {
-			wants[i] = t.allowed
+		wants := make([]int, len(tenants))
+		for i, t := range tenants {
+			wants[i] = int(t.allowed)
 		}
 		for i, a := range fill(wants, l.Node) {
-			order[i].allowed = a
+			tenants[i].allowed = int32(a)
 		}
 	}
 	if !nodeCut && l.PerTenant > 0 {
 		over := false
-		for _, t := range order {
+		for _, t := range tenants {
 			over = over || t.units > t.allowed
 		}
 		if !over {
@@ -159,26 +161,27 @@ func Allot(u Units, l Limit, budget string) (keep []bool, skips []Skip) {
 		}
 	}
 	keep = make([]bool, u.N)
-	for i, k := range keys {
-		t := byKey[k]
+	for i, ti := range of {
+		t := &tenants[ti]
 		if t.got < t.allowed {
 			t.got++
 			keep[i] = true
 		}
 	}
-	for _, t := range order {
+	for _, t := range tenants {
 		if t.got == t.units {
 			continue
 		}
 		reason := ReasonNode
-		if l.PerTenant > 0 && t.units > l.PerTenant {
+		if l.PerTenant > 0 && int(t.units) > l.PerTenant {
 			reason = ReasonTenant
 		}
-		name := t.key
+		key := u.Tenant(int(t.first))
+		name := key
 		if u.Name != nil {
-			name = u.Name(t.first)
+			name = u.Name(int(t.first))
 		}
-		skips = append(skips, Skip{Budget: budget, Reason: reason, Tenant: t.key, Name: name, Kept: t.got, Skipped: t.units - t.got})
+		skips = append(skips, Skip{Budget: budget, Reason: reason, Tenant: key, Name: name, Kept: int(t.got), Skipped: int(t.units - t.got)})
 	}
 	return keep, skips
 }

@@ -62,24 +62,30 @@ func topLevel(path string) string {
 // then its containers, then what lies below them), so that what a tenant keeps is its top
 // and not a corner of its subtree. cgs are in any order; keep is by index into cgs.
 func AllotCgroups(cgs []cgroupfs.Cgroup, l Limit, name string) (keep []bool, skips []Skip) {
-	u := Units{N: len(cgs), Tenant: func(i int) string { return TenantOf(cgs[i]) }, Name: func(i int) string { return TenantName(cgs[i]) }}
+	return AllotCgroupsAt(len(cgs), func(i int) *cgroupfs.Cgroup { return &cgs[i] }, l, name)
+}
+
+// AllotCgroupsAt is AllotCgroups over the n cgroups at(0) ... at(n-1), for a caller that
+// selects cgroups from a larger set without copying them.
+func AllotCgroupsAt(n int, at func(i int) *cgroupfs.Cgroup, l Limit, name string) (keep []bool, skips []Skip) {
+	u := Units{N: n, Tenant: func(i int) string { return TenantOf(*at(i)) }, Name: func(i int) string { return TenantName(*at(i)) }}
 	if keep, _ = Allot(u, l, name); keep == nil { // within every budget: the usual case, no sort
 		return nil, nil
 	}
-	order := make([]int, len(cgs))
+	order := make([]int, n)
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool {
-		pa, pb := cgs[order[a]].Path, cgs[order[b]].Path
+		pa, pb := at(order[a]).Path, at(order[b]).Path
 		if da, db := strings.Count(pa, "/"), strings.Count(pb, "/"); da != db {
 			return da < db
 		}
 		return pa < pb
 	})
-	byDepth := Units{N: len(cgs), Tenant: func(i int) string { return TenantOf(cgs[order[i]]) }, Name: func(i int) string { return TenantName(cgs[order[i]]) }}
+	byDepth := Units{N: n, Tenant: func(i int) string { return TenantOf(*at(order[i])) }, Name: func(i int) string { return TenantName(*at(order[i])) }}
 	kept, skips := Allot(byDepth, l, name)
-	keep = make([]bool, len(cgs))
+	keep = make([]bool, n)
 	for i, k := range kept {
 		keep[order[i]] = k
 	}
