@@ -283,7 +283,9 @@ bench:
 	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -benchtime 1s -bench '^BenchmarkSamplerWindow' ./exporter/collector/
 	@echo "== process and runtime collectors: 500 fixture processes; this host with 4 real JVMs (root, JDK)"
 	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -benchtime 10x -bench '^Benchmark(ScrapeProcesses|ScrapeRealJVMs)$$' ./exporter/collector/
-	@echo "== parsers"
+	@echo "== the scrape's response built into memory: 20 000 series, about 2.9 MB"
+	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -bench '^BenchmarkScrapeResponse$$' ./exporter/cmd/quota_exporter/
+	@echo "== parsers, budgets, procread.Map"
 	$(GO) test -run '^$$' -benchmem -count $(or $(BENCHCOUNT),3) -timeout 30m -bench . -skip '^BenchmarkTargetOverhead$$' ./exporter/internal/...
 	@echo "== gopause: the watched program's throughput without and with the uprobes (root; interleaved A/B pinned to one CPU, medians of 10 rounds; ~2 min)"
 	$(GO) test -v -run '^$$' -count 1 -timeout 30m -benchtime 1x -bench '^BenchmarkTargetOverhead$$' ./exporter/internal/gopause/
