@@ -110,6 +110,9 @@ func RunTarget(ctx context.Context, o TargetOptions) (*TargetResult, error) {
 	}
 	defer logf.Close()
 	cmd := exec.Command(o.Bin, args...)
+	if o.PprofAddr != "" { // a profiling build serves pprof only where this says
+		cmd.Env = append(os.Environ(), "QUOTA_PPROF_ADDR="+o.PprofAddr)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
