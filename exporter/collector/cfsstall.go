@@ -158,6 +158,13 @@ func (c *cfsStallCollector) cgroupIDs(ctx context.Context) map[uint64]cgroupfs.C
 			continue
 		}
 		dir := l.CPU.Dir(cg.Path)
+		if cg.ThrottleSubgroup != "" {
+			// crun's subgroup has a quota: the container's stalls are its run queues'. With the
+			// same quota on the scope too (CRI-O) either level may run out first
+			// (CPUStat.MaxThrottling); one id per cgroup keeps one histogram per label set,
+			// so the scope's own stalls are not counted there.
+			dir = l.CPU.Dir(cg.ThrottleSubgroup)
+		}
 		var st unix.Stat_t
 		if err := unix.Stat(dir, &st); err != nil {
 			c.env.Errors.Record("cfsstall", dir, err)

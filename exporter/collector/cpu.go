@@ -122,6 +122,14 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 			errs = append(errs, err)
 		}
 	}
+	if cg.ThrottleSubgroup != "" {
+		// crun's subgroup has a quota: its throttling is counted there only.
+		sub, err := cgroupfs.ReadCPUStat(l.CPU.Dir(cg.ThrottleSubgroup))
+		optional(err)
+		if err == nil {
+			stat.MaxThrottling(sub)
+		}
+	}
 
 	max := cg.CPUMax // read by discovery in this scrape
 	if !cg.HasCPUMax {

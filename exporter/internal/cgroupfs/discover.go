@@ -47,6 +47,11 @@ type Cgroup struct {
 	HasCPUMax      bool
 	MemoryLimit    uint64
 	HasMemoryLimit bool
+	// ThrottleSubgroup is crun's "container" subgroup of this container's scope when it has a
+	// CPU quota of its own (DiscoverAll only; "" otherwise). The kernel counts throttling in
+	// the cpu.stat of the quota's own cgroup only, so the container's throttling counters are
+	// also read there (CPUStat.MaxThrottling); its usage stays the scope's, which includes it.
+	ThrottleSubgroup string
 }
 
 // KubeNames name a Kubernetes pod or container; empty fields are unknown.
@@ -147,13 +152,18 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 		id                     Identity
 		place                  Place
 		exported               bool
+		throttleSub            string
 	}
 	// crun with containerd (crun 1.8, seen on a real node) writes a container's limits only
 	// to its "container" subgroup, and its scope has none: the subgroup's limit is the
-	// container's when it is the tighter one.
-	adopt := func(c, sub *state) {
+	// container's when it is the tighter one. Whichever binds, a subgroup with a quota has
+	// throttling counters of its own (ThrottleSubgroup).
+	adopt := func(c, sub *state, subPath string) {
 		if sub.hasCPUMax && sub.cpuMax.Limited() && (!c.hasCPUMax || !c.cpuMax.Limited() || sub.cpuMax.Cores() < c.cpuMax.Cores()) {
 			c.cpuMax, c.hasCPUMax = sub.cpuMax, true
+		}
+		if sub.inCPU && sub.hasCPUMax && sub.cpuMax.Limited() {
+			c.throttleSub = subPath
 		}
 		if sub.hasMemLimit && sub.memLimit > 0 && (!c.hasMemLimit || c.memLimit == 0 || sub.memLimit < c.memLimit) {
 			c.memLimit, c.hasMemLimit = sub.memLimit, true
@@ -201,7 +211,7 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 				c.procs = c.procs || s.procs
 				c.pids = append(c.pids, s.pids[:min(len(s.pids), MaxProcs-len(c.pids))]...)
 				if s.place.RuntimeSubgroup {
-					adopt(c, s)
+					adopt(c, s, p)
 				}
 			}
 		case KindConmon:
@@ -225,6 +235,7 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 			Path: p, Identity: s.id, Kind: s.place.Kind,
 			HasProcs: s.procs, PIDs: s.pids, InCPU: s.inCPU, InMemory: s.inMemory,
 			CPUMax: s.cpuMax, HasCPUMax: s.hasCPUMax, MemoryLimit: s.memLimit, HasMemoryLimit: s.hasMemLimit,
+			ThrottleSubgroup: s.throttleSub,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

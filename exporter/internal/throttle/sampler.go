@@ -86,6 +86,10 @@ type Series struct {
 
 	path               string
 	fd                 int // -1: open, read and close each window
+	// subPath, subFd: cpu.stat of crun's subgroup when it has a quota (Cgroup.ThrottleSubgroup),
+	// read with path and merged (CPUStat.MaxThrottling); "" otherwise.
+	subPath string
+	subFd   int
 	seen               bool
 	periods, throttled uint64
 	throttledSeconds   float64
@@ -166,12 +170,14 @@ func (c *Sampler) Read(f func(State)) {
 
 // release closes a series' descriptor unless a read of it may still be outstanding.
 func (c *Sampler) release(s *Series) {
-	if s.fd >= 0 && !s.stuck {
-		syscall.Close(s.fd)
-		c.open--
-		c.cfg.Descriptors.Release(1)
+	for _, fd := range []*int{&s.fd, &s.subFd} {
+		if *fd >= 0 && !s.stuck {
+			syscall.Close(*fd)
+			c.open--
+			c.cfg.Descriptors.Release(1)
+		}
+		*fd = -1
 	}
-	s.fd = -1
 }
 
 func (c *Sampler) loop(ctx context.Context) {
@@ -233,8 +239,17 @@ func (c *Sampler) apply(snap *cgroups.Snapshot) {
 func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint64, forget bool) {
 	cgs = c.withinBudget(cgs)
 	var fresh []*Series
+	files := 0 // cpu.stat files of the fresh series
 	c.mu.Lock()
+	removed := false
 	for _, cg := range cgs {
+		if s, ok := c.series[cg.Path]; ok && s.Cgroup.ThrottleSubgroup != cg.ThrottleSubgroup {
+			// crun wrote the subgroup's quota after the scope was first seen (or a resize
+			// removed it): a new series reads the other files.
+			c.release(s)
+			delete(c.series, cg.Path)
+			removed = true
+		}
 		if s, ok := c.series[cg.Path]; ok {
 			if forget {
 				s.lastSeenGeneration = generation
@@ -245,13 +260,18 @@ func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint
 			s.Cgroup = cg
 			continue
 		}
-		fresh = append(fresh, &Series{
+		s := &Series{
 			Cgroup: cg, Labels: c.labels(cg),
-			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenGeneration: generation,
+			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, subFd: -1, lastSeenGeneration: generation,
 			Ratio: histogram.New(RatioBuckets), Seconds: histogram.New(scaled(secondsBuckets, c.cfg.Window)),
-		})
+		}
+		if cg.ThrottleSubgroup != "" {
+			s.subPath = filepath.Join(l.CPU.Dir(cg.ThrottleSubgroup), "cpu.stat")
+			files++
+		}
+		fresh = append(fresh, s)
+		files++
 	}
-	removed := false
 	for p, s := range c.series {
 		if forget && s.lastSeenGeneration != generation {
 			c.release(s)
@@ -262,19 +282,23 @@ func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint
 	if removed {
 		c.relink()
 	}
-	room := c.cfg.Descriptors.TakeSpare(len(fresh))
+	room := c.cfg.Descriptors.TakeSpare(files)
 	c.mu.Unlock()
 
 	// Open outside mu: an open of a FIFO planted in the tree must not stall scrapes
 	// (O_NONBLOCK makes it return at once anyway).
 	opened := 0
-	for _, s := range fresh {
-		if opened < room {
-			if fd, err := syscall.Open(s.path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0); err == nil {
-				s.fd = fd
+	open := func(path string, fd *int) {
+		if path != "" && opened < room {
+			if f, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0); err == nil {
+				*fd = f
 				opened++
 			}
 		}
+	}
+	for _, s := range fresh {
+		open(s.path, &s.fd)
+		open(s.subPath, &s.subFd)
 	}
 	c.mu.Lock()
 	c.open += opened
