@@ -84,12 +84,12 @@ type Series struct {
 	// Ratio counts each window's throttled share of periods; Seconds its throttled time.
 	Ratio, Seconds histogram.Histogram
 
-	path               string
-	fd                 int // -1: open, read and close each window
+	path string
+	fd   int // -1: open, read and close each window
 	// subPath, subFd: cpu.stat of crun's subgroup when it has a quota (Cgroup.ThrottleSubgroup),
 	// read with path and merged (CPUStat.MaxThrottling); "" otherwise.
-	subPath string
-	subFd   int
+	subPath            string
+	subFd              int
 	seen               bool
 	periods, throttled uint64
 	throttledSeconds   float64
