@@ -36,7 +36,9 @@ var (
 	memCacheDesc = newCgroupDesc("memory_cache_bytes",
 		"Page cache (v1 memory.stat total_cache, v2 memory.stat file).")
 	memOOMKillsDesc = newCgroupDesc("memory_oom_kills_total",
-		"Processes killed by the OOM killer in this cgroup (v1 memory.oom_control oom_kill, v2 memory.events oom_kill).")
+		"Processes killed by the OOM killer, counted once, at the cgroup exported for the killed process: v1 memory.oom_control oom_kill; "+
+			"v2 memory.events.local oom_kill (Linux 5.2+; on older kernels memory.events, which repeats each kill at every ancestor, a pod's containers' at the pod), "+
+			"for a container memory.events oom_kill (its own nested cgroups, such as crun's subgroup, are its own).")
 	// --memory.detail only.
 	memStatDesc = newCgroupDesc("memory_stat_bytes",
 		"--memory.detail: memory.stat by type, including descendants: anon, file, kernel, sock, shmem, anon_thp (v2; v1: anon = total_rss, file = total_cache, shmem = total_shmem, anon_thp = total_rss_huge; no kernel or sock).",
@@ -103,6 +105,16 @@ func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, detail bool, e emitte
 	e.gauge(memWorkingSetDesc, float64(m.WorkingSet))
 	e.gauge(memRSSDesc, float64(m.RSS))
 	e.gauge(memCacheDesc, float64(m.Cache))
+	if m.HasOOMKills && l.Memory.Version == 2 && !cgroupfs.OOMKillsWithDescendants(cg.Kind) {
+		// memory.events counts the descendants' kills too: a pod's would repeat its containers'.
+		kills, ok, err := cgroupfs.ReadOOMKillsLocal(dir)
+		if err != nil {
+			return err
+		}
+		if ok {
+			m.OOMKills = kills
+		}
+	}
 	if m.HasOOMKills {
 		e.counter(memOOMKillsDesc, float64(m.OOMKills))
 	}

@@ -28,11 +28,15 @@ import (
 // the kernel's memory.events): a kill written to a container's memory.events, then the
 // container's directory removed; the next scrape still shows the kill under its identity.
 // The real kernel case runs in the v2 VM (test/v2, TestOOMKillOutlivesItsCgroup).
-// oomOnHost installs a v2 fixture host and starts the (v2) OOM watcher on it, with discovery
+// oomOnHost installs a v2 fixture host, runs prepare on it (files the kernel makes with a
+// cgroup, before anything watches it) and starts the (v2) OOM watcher on it, with discovery
 // uncached so that each scrape sees removals at once; it is closed when the test ends.
-func oomOnHost(t *testing.T, h host) (Config, *Env, *oomCollector) {
+func oomOnHost(t *testing.T, h host, prepare ...func(Config)) (Config, *Env, *oomCollector) {
 	t.Helper()
 	cfg := installHost(t, h)
+	for _, p := range prepare {
+		p(cfg)
+	}
 	env, err := NewEnv(cfg, discardLogger())
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,38 @@
 
 package cgroupfs
 
-import "path/filepath"
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+)
 
 // ReadMemoryEvents reads a v2 memory.events file (low, high, max, oom, oom_kill,
 // oom_group_kill; counts of this cgroup and its descendants, unlike memory.events.local).
 func ReadMemoryEvents(dir string) (map[string]uint64, error) {
 	return readKeyedFile(filepath.Join(dir, "memory.events"))
 }
+
+// ReadOOMKillsLocal reads oom_kill from a v2 memory.events.local (Linux 5.2+): the processes
+// the OOM killer killed in this cgroup itself, the victim's cgroup (mm/oom_kill.c counts
+// MEMCG_OOM_KILL on the victim's memcg; memcg_memory_event adds it to memory.events of every
+// ancestor too, to memory.events.local of that cgroup only). ok is false when the kernel has
+// no such file (before 5.2).
+func ReadOOMKillsLocal(dir string) (kills uint64, ok bool, err error) {
+	m, err := readKeyedFile(filepath.Join(dir, "memory.events.local"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	return m["oom_kill"], err == nil, err
+}
+
+// OOMKillsWithDescendants tells whether a cgroup of kind k counts the OOM kills of its
+// descendants as its own (memory.events): a container's (and a sandbox's) descendants are
+// the container's (crun's subgroup, a tenant's nested cgroups; Locate) and never exported.
+// Every other cgroup counts its own only (memory.events.local): its descendants with
+// processes are exported and count theirs, so that each kill is counted once, at the cgroup
+// exported for the victim, as v1's memory.oom_control counts it.
+func OOMKillsWithDescendants(k Kind) bool { return k == KindContainer || k == KindSandbox }
 
 func readKeyedFile(path string) (map[string]uint64, error) {
 	out := map[string]uint64{}
