@@ -92,3 +92,39 @@ func lineWith(exposition, prefix string) string {
 	}
 	return ""
 }
+
+// A kill in crun's "container" subgroup (CRI-O on v2) is the container's: the scope, which
+// has no process of its own, counts it from memory.events (its descendants are its own), and
+// the pod does not repeat it.
+func TestOOMKillInCrunSubgroupCountedAtItsScope(t *testing.T) {
+	var h host
+	for _, x := range hosts {
+		if x.name == "v2-crio-crun" {
+			h = x
+		}
+	}
+	cfg := installHost(t, h)
+	scope := crioPodC + "/crio-" + hexA + ".scope"
+	for p, kills := range map[string][2]int{crioPodC: {1, 0}, scope: {1, 0}, scope + "/container": {1, 1}} {
+		for i, file := range []string{"memory.events", "memory.events.local"} {
+			body := fmt.Sprintf("low 0\nhigh 0\nmax 3\noom 1\noom_kill %d\noom_group_kill 0\n", kills[i])
+			if err := os.WriteFile(filepath.Join(cfg.SysPath, "fs", "cgroup", p, file), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	env, err := NewEnv(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := registry["memory"].factory(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := scrapeText(t, env, map[string]Collector{"memory": mc})
+	for p, want := range map[string]string{scope: "} 1", crioPodC: "} 0"} {
+		if line := lineWith(got, `quota_memory_oom_kills_total{cgroup="`+p+`"`); !strings.HasSuffix(line, want) {
+			t.Errorf("%s: %q, want %s kills", p, line, strings.TrimPrefix(want, "} "))
+		}
+	}
+}
