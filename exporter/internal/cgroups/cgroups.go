@@ -19,6 +19,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
@@ -30,7 +31,7 @@ const DiscoveryMaxAge = 500 * time.Millisecond
 
 // settingsMaxAge: weight, shares, burst and cpuset change only when someone resizes the
 // container; re-reading them every scrape was a quarter of the scrape's file reads. Discovery
-// keeps the quota and memory limit as long (cgroupfs.ProbeCache).
+// keeps the quota and memory limit as long (ProbeCache).
 const settingsMaxAge = 30 * time.Second
 
 // SettingsBudget bounds one read of a cgroup's settings files. They are kernfs files opened
@@ -48,7 +49,7 @@ const DiscoveryErrors = "discovery"
 // process source. Each fresh walk forgets the settings of cgroups that are gone.
 type Source struct {
 	layout *cgroupfs.Layout
-	opts   cgroupfs.WalkOptions
+	opts   WalkOptions
 	errors Recorder
 
 	// MaxAge is how long a walk serves (DiscoveryMaxAge; tests set 0 before the first walk).
@@ -126,12 +127,12 @@ func New(o Options, logger *slog.Logger, errs Recorder) (*Source, error) {
 	}
 	bare := o.BareRuntime
 	if bare == "" {
-		bare = cgroupfs.RuntimeContainerd
+		bare = cgroupid.RuntimeContainerd
 	}
 	return &Source{
 		layout: layout,
-		opts: cgroupfs.WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
-			Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
+		opts: WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
+			Cache: &ProbeCache{MaxAge: settingsMaxAge}},
 		errors:       errs,
 		names:        o.Names,
 		logger:       logger,
@@ -154,7 +155,7 @@ func (s *Source) Expire() {
 }
 
 // WalkOptions are the options of the scrape's discovery walk (a copy).
-func (s *Source) WalkOptions() cgroupfs.WalkOptions { return s.opts }
+func (s *Source) WalkOptions() WalkOptions { return s.opts }
 
 // Layout is the hierarchy layout found at start.
 func (s *Source) Layout() *cgroupfs.Layout { return s.layout }
@@ -183,12 +184,12 @@ func (s *Source) Snapshot(ctx context.Context) *Snapshot {
 	case <-w.done:
 		return w.snap
 	case <-ctx.Done():
-		return &Snapshot{Errs: []cgroupfs.WalkError{{Path: "/", Err: Counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}}
+		return &Snapshot{Errs: []WalkError{{Path: "/", Err: Counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}}
 	}
 }
 
 // Cgroups is Snapshot's cgroups and walk errors.
-func (s *Source) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
+func (s *Source) Cgroups(ctx context.Context) ([]cgroupid.Cgroup, []WalkError) {
 	snap := s.Snapshot(ctx)
 	return snap.Cgroups, snap.Errs
 }
@@ -200,7 +201,7 @@ type walk struct {
 }
 
 func (s *Source) runWalk(ctx context.Context, w *walk) {
-	d := s.layout.DiscoverAll(ctx, s.opts)
+	d := DiscoverAll(ctx, s.layout, s.opts)
 	cgs, errs := d.Cgroups, d.Errs
 	if s.dropPIDs {
 		for i := range cgs {
@@ -265,7 +266,7 @@ const skippedLogEvery = 5 * time.Minute
 
 // logSkipped logs one line when a walk finds more cgroups below containers than the last one
 // logged, at most every skippedLogEvery; the count is exported by the snapshot's Skipped.
-func (s *Source) logSkipped(sk cgroupfs.Skipped) {
+func (s *Source) logSkipped(sk Skipped) {
 	s.skippedMu.Lock()
 	defer s.skippedMu.Unlock()
 	if sk.BelowContainer <= s.skippedLogged || time.Since(s.skippedAt) < skippedLogEvery {
@@ -281,7 +282,7 @@ func (s *Source) logSkipped(sk cgroupfs.Skipped) {
 
 // labelPaths gives each cgroup its path as a label value unique among cgs: a tenant may name
 // two of its cgroups alike but for a control character, which cleaning replaces.
-func labelPaths(cgs []cgroupfs.Cgroup) {
+func labelPaths(cgs []cgroupid.Cgroup) {
 	paths := make([]string, len(cgs))
 	for i := range cgs {
 		paths[i] = cgs[i].Path
@@ -294,7 +295,7 @@ func labelPaths(cgs []cgroupfs.Cgroup) {
 // withinBudget keeps the cgroups the cgroup budget allows (each tenant's top ones first) and
 // records the tenants it cut. What is left out is not exported, sampled, watched for OOM
 // kills or listed for processes: for the rest of the exporter it does not exist.
-func (s *Source) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
+func (s *Source) withinBudget(cgs []cgroupid.Cgroup) []cgroupid.Cgroup {
 	if s.budgets == nil {
 		return cgs
 	}
@@ -325,7 +326,7 @@ type CPUSettings struct {
 // timeout and skipped by the gate while stuck (quota_exporter_stuck_reads{collector="discovery",
 // kind="cpu settings"}); until it returns, callers get the last settings read (or none)
 // at once, without an error.
-func (s *Source) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {
+func (s *Source) Settings(cg cgroupid.Cgroup, report bool) (CPUSettings, error) {
 	s.settingsMu.Lock()
 	st, ok := s.settings[cg.Path]
 	if !ok || time.Since(st.at) >= settingsMaxAge {
@@ -348,7 +349,7 @@ func (s *Source) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) 
 }
 
 // readSettings reads cg's settings under the budget and the gate and stores the result.
-func (s *Source) readSettings(cg cgroupfs.Cgroup) {
+func (s *Source) readSettings(cg cgroupid.Cgroup) {
 	type result struct {
 		st  CPUSettings
 		err error
@@ -378,7 +379,7 @@ func (s *Source) readSettings(cg cgroupfs.Cgroup) {
 }
 
 // forgetSettings drops the settings of cgroups that are gone.
-func (s *Source) forgetSettings(cgs []cgroupfs.Cgroup) {
+func (s *Source) forgetSettings(cgs []cgroupid.Cgroup) {
 	seen := make(map[string]bool, len(cgs))
 	for _, cg := range cgs {
 		seen[cg.Path] = true
@@ -392,7 +393,7 @@ func (s *Source) forgetSettings(cgs []cgroupfs.Cgroup) {
 	}
 }
 
-func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (CPUSettings, error) {
+func readCPUSettings(l *cgroupfs.Layout, cg cgroupid.Cgroup) (CPUSettings, error) {
 	st := CPUSettings{at: time.Now()}
 	if l.CPU == nil {
 		return st, nil
@@ -433,7 +434,7 @@ func pathFilter(include, exclude *regexp.Regexp) func(string) bool {
 
 // JVMCgroup describes a JVM's cgroup as the JVM's container detection sees it: the quota
 // discovery read, shares or weight from the settings cache, the ancestors' limits.
-func (s *Source) JVMCgroup(cg cgroupfs.Cgroup) jvm.CgroupCPU {
+func (s *Source) JVMCgroup(cg cgroupid.Cgroup) jvm.CgroupCPU {
 	l := s.Layout()
 	var out jvm.CgroupCPU
 	if l.CPU != nil {

@@ -2,9 +2,7 @@
 
 package cgroups
 
-import (
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
-)
+import "github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 
 // Recorder counts and logs a skipped input (the exporter's read-error counter).
 type Recorder interface {
@@ -14,7 +12,7 @@ type Recorder interface {
 // Namer gives one walk's cgroups their Kubernetes names (and tells sandboxes from
 // containers, which needs the pod's other cgroups).
 type Namer interface {
-	Name(cgs []cgroupfs.Cgroup)
+	Name(cgs []cgroupid.Cgroup)
 }
 
 // Counted wraps an error that has been counted already (a walk error of a cached discovery):

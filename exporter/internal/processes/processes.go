@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
@@ -59,7 +59,7 @@ const (
 // per scrape) and the state kept across scrapes.
 type Process struct {
 	PID     int
-	Cgroup  cgroupfs.Cgroup
+	Cgroup  cgroupid.Cgroup
 	Stat    procfs.ProcStat
 	Status  procstatus.Status
 	Runtime string
@@ -292,7 +292,7 @@ func (s *Source) Gate() *procread.Gate { return s.gate }
 
 // ReadProcess reads one process's stat and status as a listing does (nil error for a
 // kernel thread or zombie), without keeping anything.
-func (s *Source) ReadProcess(pid int, cg cgroupfs.Cgroup) error {
+func (s *Source) ReadProcess(pid int, cg cgroupid.Cgroup) error {
 	_, err := s.readStat(procItem{pid, cg})
 	return err
 }
@@ -389,7 +389,7 @@ func (p *Process) gateKey(kind string) string {
 // procItem is one pid listed by one cgroup's cgroup.procs.
 type procItem struct {
 	pid int
-	cg  cgroupfs.Cgroup
+	cg  cgroupid.Cgroup
 }
 
 // discovered is what one process's discovery reads returned; nil for a kernel thread.
