@@ -22,6 +22,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/readerr"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -50,7 +51,8 @@ const DiscoveryErrors = "discovery"
 type Source struct {
 	layout *cgroupfs.Layout
 	opts   WalkOptions
-	errors Recorder
+	// readErrors are the directories walks could not read, until ReadErrors takes them.
+	readErrors readerr.Log
 
 	// MaxAge is how long a walk serves (DiscoveryMaxAge; tests set 0 before the first walk).
 	MaxAge time.Duration
@@ -106,7 +108,7 @@ type Options struct {
 }
 
 // New reads the hierarchy layout from mountinfo.
-func New(o Options, logger *slog.Logger, errs Recorder) (*Source, error) {
+func New(o Options, logger *slog.Logger) (*Source, error) {
 	layout, err := cgroupfs.ReadLayout(o.ProcPath, o.SysPath)
 	if err != nil {
 		return nil, err
@@ -133,7 +135,6 @@ func New(o Options, logger *slog.Logger, errs Recorder) (*Source, error) {
 		layout: layout,
 		opts: WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
 			Cache: &ProbeCache{MaxAge: settingsMaxAge}},
-		errors:       errs,
 		names:        o.Names,
 		logger:       logger,
 		hostPIDs:     host,
@@ -161,8 +162,8 @@ func (s *Source) WalkOptions() WalkOptions { return s.opts }
 func (s *Source) Layout() *cgroupfs.Layout { return s.layout }
 
 // Snapshot returns the last walk when younger than MaxAge, else walks the hierarchies.
-// The walk's unreadable directories are counted here (collector "discovery") when the walk
-// finds them, and returned in Errs marked as counted, so a collector can mark itself
+// The walk's unreadable directories are kept for ReadErrors (collector "discovery") when the
+// walk finds them, and returned in Errs marked as counted, so a collector can mark itself
 // failed without counting them again. Concurrent callers share one walk, and each waits for
 // it only until its own ctx ends (then it gets an empty snapshot, Generation 0, and a
 // timeout): no caller waits on a lock held across the walk's system calls. A walk cut short
@@ -187,6 +188,11 @@ func (s *Source) Snapshot(ctx context.Context) *Snapshot {
 		return &Snapshot{Errs: []WalkError{{Path: "/", Err: Counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}}
 	}
 }
+
+// ReadErrors takes the directories and files the walks could not read since the last call, by
+// reason: the exporter counts them under collector DiscoveryErrors, whatever collectors are
+// enabled.
+func (s *Source) ReadErrors() []readerr.Batch { return s.readErrors.Take() }
 
 // Cgroups is Snapshot's cgroups and walk errors.
 func (s *Source) Cgroups(ctx context.Context) ([]cgroupid.Cgroup, []WalkError) {
@@ -213,7 +219,7 @@ func (s *Source) runWalk(ctx context.Context, w *walk) {
 	}
 	s.logSkipped(d.Skipped)
 	for i, we := range errs {
-		s.errors.Record(DiscoveryErrors, we.Path, we.Err)
+		s.readErrors.Add(we.Path, we.Err)
 		errs[i].Err = Counted{we.Err}
 	}
 	cgs = s.withinBudget(cgs)

@@ -15,10 +15,6 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
-type countErrs struct{ n int }
-
-func (c *countErrs) Record(_, _ string, _ error) string { c.n++; return "" }
-
 const (
 	pod       = "/kubepods.slice/kubepods-podA.slice"
 	container = pod + "/cri-containerd-a.scope"
@@ -36,7 +32,7 @@ func fixtureSource(t *testing.T) (*Source, string) {
 		t.Fatal(err)
 	}
 	src, err := New(Options{ProcPath: filepath.Join(root, "proc"), SysPath: filepath.Join(root, "sys")},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), &countErrs{})
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
