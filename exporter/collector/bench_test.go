@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -97,7 +98,7 @@ func BenchmarkDiscoverQuotas(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		env.Cgroups.Layout().DiscoverQuotas(context.Background(), env.Cgroups.WalkOptions())
+		cgroups.DiscoverQuotas(context.Background(), env.Cgroups.Layout(), env.Cgroups.WalkOptions())
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cfsstall"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
 )
 
@@ -146,10 +146,10 @@ func (c *cfsStallCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 // are throttled) to the cgroup. On v2 and on v1 alike the id is the inode number of the
 // cgroup's directory in the hierarchy holding the cpu controller: ids are unique within one
 // hierarchy only, so only that one is stat'ed.
-func (c *cfsStallCollector) cgroupIDs(ctx context.Context) map[uint64]cgroupfs.Cgroup {
+func (c *cfsStallCollector) cgroupIDs(ctx context.Context) map[uint64]cgroupid.Cgroup {
 	l := c.env.Cgroups.Layout()
 	cgs, _ := c.env.Cgroups.Cgroups(ctx) // discovery counts its own errors
-	out := make(map[uint64]cgroupfs.Cgroup)
+	out := make(map[uint64]cgroupid.Cgroup)
 	if l.CPU == nil {
 		return out
 	}

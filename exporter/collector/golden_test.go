@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -125,7 +126,7 @@ func scrapeCgroups(t testing.TB, env *Env, more ...string) string {
 func bumpThrottling(t testing.TB, env *Env, periods, throttled int, seconds float64) {
 	t.Helper()
 	l := env.Cgroups.Layout()
-	cgs, _ := env.Cgroups.Layout().Discover(context.Background(), env.Cgroups.WalkOptions())
+	cgs, _ := cgroups.Discover(context.Background(), env.Cgroups.Layout(), env.Cgroups.WalkOptions())
 	var paths []string
 	for _, cg := range cgs {
 		if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {

@@ -5,12 +5,14 @@ package collector
 import (
 	"context"
 	"errors"
-	"github.com/alecthomas/kingpin/v2"
 	"os"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
@@ -75,7 +77,7 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	for _, we := range walkErrs {
 		t.note(we.Err) // counted by the cgroup source
 	}
-	in := make([]cgroupfs.Cgroup, 0, len(cgs))
+	in := make([]cgroupid.Cgroup, 0, len(cgs))
 	for _, cg := range cgs {
 		// The v2 root has no memory.current: its numbers are the host's (node_exporter's job).
 		if cg.InMemory && l.Memory.HasControlFiles(cg.Path) {
@@ -83,11 +85,11 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 		}
 	}
 	detail := c.env.Config.MemoryDetail
-	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return collectMemory(l, cg, detail, e) })
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupid.Cgroup, e emitter) error { return collectMemory(l, cg, detail, e) })
 	return t.err()
 }
 
-func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, detail bool, e emitter) error {
+func collectMemory(l *cgroupfs.Layout, cg cgroupid.Cgroup, detail bool, e emitter) error {
 	dir := l.Memory.Dir(cg.Path)
 	m, err := l.Memory.ReadMemoryStats(dir)
 	if err != nil {
@@ -105,7 +107,7 @@ func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, detail bool, e emitte
 	e.gauge(memWorkingSetDesc, float64(m.WorkingSet))
 	e.gauge(memRSSDesc, float64(m.RSS))
 	e.gauge(memCacheDesc, float64(m.Cache))
-	if m.HasOOMKills && l.Memory.Version == 2 && !cgroupfs.OOMKillsWithDescendants(cg.Kind) {
+	if m.HasOOMKills && l.Memory.Version == 2 && !cgroupid.OOMKillsWithDescendants(cg.Kind) {
 		// memory.events counts the descendants' kills too: a pod's would repeat its containers'.
 		kills, ok, err := cgroupfs.ReadOOMKillsLocal(dir)
 		if err != nil {

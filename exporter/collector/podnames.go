@@ -5,16 +5,17 @@ package collector
 import (
 	"context"
 	"errors"
-	"github.com/alecthomas/kingpin/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kubenames"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
@@ -60,13 +61,13 @@ func newPodNames(podLogs, procPath string) *PodNames {
 
 // Name fills each cgroup's Kubernetes names from its container id or, for pod-level cgroups
 // and sandboxes, its pod UID. Called by one walk at a time.
-func (n *PodNames) Name(cgs []cgroupfs.Cgroup) {
+func (n *PodNames) Name(cgs []cgroupid.Cgroup) {
 	seen := make(map[string]bool, len(n.sandboxes))
 	for i := range cgs {
 		cg := &cgs[i]
 		// A container of a pod the kubelet knows that it has not linked: the sandbox?
-		if n.NameCgroup(cg) && cg.Kind == cgroupfs.KindContainer && cg.Names.Container == "" && n.isSandbox(cg) {
-			cg.Kind = cgroupfs.KindSandbox
+		if n.NameCgroup(cg) && cg.Kind == cgroupid.KindContainer && cg.Names.Container == "" && n.isSandbox(cg) {
+			cg.Kind = cgroupid.KindSandbox
 			seen[cg.Path] = true
 		}
 	}
@@ -79,11 +80,11 @@ func (n *PodNames) Name(cgs []cgroupfs.Cgroup) {
 
 // NameCgroup fills one cgroup's names from its container id or, for pod-level cgroups and
 // sandboxes, its pod UID; it reports whether they were found.
-func (n *PodNames) NameCgroup(cg *cgroupfs.Cgroup) bool {
+func (n *PodNames) NameCgroup(cg *cgroupid.Cgroup) bool {
 	id := cg.Identity
-	if id.ContainerID != "" && cg.Kind != cgroupfs.KindSandbox {
+	if id.ContainerID != "" && cg.Kind != cgroupid.KindSandbox {
 		if c, ok := n.r.Container(id.ContainerID, id.PodUID); ok {
-			cg.Names = cgroupfs.KubeNames{Namespace: c.Namespace, Pod: c.Pod, Container: c.Name}
+			cg.Names = cgroupid.KubeNames{Namespace: c.Namespace, Pod: c.Pod, Container: c.Name}
 			return true
 		}
 	}
@@ -92,7 +93,7 @@ func (n *PodNames) NameCgroup(cg *cgroupfs.Cgroup) bool {
 	}
 	p, ok := n.r.Pod(id.PodUID)
 	if ok {
-		cg.Names = cgroupfs.KubeNames{Namespace: p.Namespace, Pod: p.Name}
+		cg.Names = cgroupid.KubeNames{Namespace: p.Namespace, Pod: p.Name}
 	}
 	return ok
 }
@@ -105,7 +106,7 @@ func (n *PodNames) NameCgroup(cg *cgroupfs.Cgroup) bool {
 // "pause", or it sees none (CRI-O's cgroup for a dropped infra container is empty, and outside
 // the host's PID namespace no process is seen). A tenant that names its own process "pause"
 // is taken for a sandbox only until the kubelet links it, and harms no one else.
-func (n *PodNames) isSandbox(cg *cgroupfs.Cgroup) bool {
+func (n *PodNames) isSandbox(cg *cgroupid.Cgroup) bool {
 	if n.sandboxes[cg.Path] {
 		return true
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 )
 
 // TestKubernetesNamesOnFixtureHost: the v2 systemd Kubernetes host with the kubelet's log
@@ -86,14 +86,14 @@ func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := env.Cgroups.Layout()
-			all, _ := l.Discover(context.Background(), env.Cgroups.WalkOptions())
+			all, _ := cgroups.Discover(context.Background(), l, env.Cgroups.WalkOptions())
 			var want []string
 			for _, cg := range all {
 				if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
 					want = append(want, cg.Path)
 				}
 			}
-			quotas, _ := l.DiscoverQuotas(context.Background(), env.Cgroups.WalkOptions())
+			quotas, _ := cgroups.DiscoverQuotas(context.Background(), l, env.Cgroups.WalkOptions())
 			var got []string
 			for _, cg := range quotas {
 				got = append(got, cg.Path)
@@ -103,9 +103,9 @@ func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
 				t.Errorf("DiscoverQuotas = %q, want %q", got, want)
 			}
 			opts := env.Cgroups.WalkOptions() // the sampler's incremental walk, first and later walks
-			opts.Cache = &cgroupfs.ProbeCache{}
+			opts.Cache = &cgroups.ProbeCache{}
 			for walk := 1; walk <= 3; walk++ {
-				cached, _ := l.DiscoverQuotas(context.Background(), opts)
+				cached, _ := cgroups.DiscoverQuotas(context.Background(), l, opts)
 				got = got[:0]
 				for _, cg := range cached {
 					got = append(got, cg.Path)

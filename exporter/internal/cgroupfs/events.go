@@ -27,14 +27,6 @@ func ReadOOMKillsLocal(dir string) (kills uint64, ok bool, err error) {
 	return m["oom_kill"], err == nil, err
 }
 
-// OOMKillsWithDescendants tells whether a cgroup of kind k counts the OOM kills of its
-// descendants as its own (memory.events): a container's (and a sandbox's) descendants are
-// the container's (crun's subgroup, a tenant's nested cgroups; Locate) and never exported.
-// Every other cgroup counts its own only (memory.events.local): its descendants with
-// processes are exported and count theirs, so that each kill is counted once, at the cgroup
-// exported for the victim, as v1's memory.oom_control counts it.
-func OOMKillsWithDescendants(k Kind) bool { return k == KindContainer || k == KindSandbox }
-
 func readKeyedFile(path string) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	err := readFile(path, func(b []byte) error {

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
 // inotify is the cgroup v2 backend: the kernel notifies changes of memory.events, and the
@@ -39,7 +40,7 @@ type inotifyState struct {
 	// tree is memory.events' oom_kill (with the descendants') as last read: what observed
 	// sums. kills is the same for a container; for other cgroups, when the kernel has
 	// memory.events.local (ownLocal, decided at watch), that file's: the cgroup's own kills,
-	// as the memory collector exports them (cgroupfs.OOMKillsWithDescendants).
+	// as the memory collector exports them (cgroupid.OOMKillsWithDescendants).
 	tree     uint64
 	ownLocal bool
 }
@@ -65,7 +66,7 @@ func (b *inotify) watch(c *cgroup) error {
 	c.handle = int32(wd)
 	c.tree, _ = readKills(c.dir)
 	c.kills = c.tree
-	if !cgroupfs.OOMKillsWithDescendants(c.cg.Kind) {
+	if !cgroupid.OOMKillsWithDescendants(c.cg.Kind) {
 		if own, ok, err := cgroupfs.ReadOOMKillsLocal(c.dir); ok && err == nil {
 			c.kills, c.ownLocal = own, true
 		}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
 // DefaultRetention is how long the OOM kills of a removed cgroup are still exported: when
@@ -19,27 +19,27 @@ const DefaultRetention = 15 * time.Minute
 
 // Gone is a removed cgroup's OOM kills.
 type Gone struct {
-	Cgroup cgroupfs.Cgroup
+	Cgroup cgroupid.Cgroup
 	Kills  uint64
 }
 
 // Retained are the OOM kills of cgroups that are gone, kept for the retention.
 type Retained struct {
 	retention time.Duration
-	name      func(*cgroupfs.Cgroup)
+	name      func(*cgroupid.Cgroup)
 	mu        sync.Mutex
 	gone      map[string]retainedKills
 }
 
 type retainedKills struct {
-	cg    cgroupfs.Cgroup
+	cg    cgroupid.Cgroup
 	kills uint64
 	until time.Time
 }
 
 // NewRetained keeps kills for retention (0: DefaultRetention); name, if set, names a
 // cgroup again at export (see Gone).
-func NewRetained(retention time.Duration, name func(*cgroupfs.Cgroup)) *Retained {
+func NewRetained(retention time.Duration, name func(*cgroupid.Cgroup)) *Retained {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
@@ -47,7 +47,7 @@ func NewRetained(retention time.Duration, name func(*cgroupfs.Cgroup)) *Retained
 }
 
 // Keep retains a removed cgroup's count, when it saw a kill.
-func (r *Retained) Keep(cg cgroupfs.Cgroup, kills uint64) {
+func (r *Retained) Keep(cg cgroupid.Cgroup, kills uint64) {
 	if kills == 0 {
 		return
 	}
@@ -81,7 +81,7 @@ func (r *Retained) Gone(live func(path string) bool) []Gone {
 		// A container that died young may have been watched before the kubelet's log
 		// directories named it, or named it only by its pod (the container's link came
 		// later): name it now, so that its kill keeps one label set.
-		unnamed := g.cg.Names == (cgroupfs.KubeNames{}) || g.cg.Names.Container == "" && g.cg.Identity.ContainerID != ""
+		unnamed := g.cg.Names == (cgroupid.KubeNames{}) || g.cg.Names.Container == "" && g.cg.Identity.ContainerID != ""
 		if unnamed && r.name != nil {
 			r.name(&g.cg)
 			r.gone[p] = g

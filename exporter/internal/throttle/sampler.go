@@ -21,6 +21,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
@@ -49,7 +50,7 @@ type Config struct {
 	Gate *procread.Gate
 	// Labels makes a cgroup's label pairs, kept with its series and remade when its
 	// identity changes, so that a scrape does not build them again.
-	Labels func(cgroupfs.Cgroup) []*dto.LabelPair
+	Labels func(cgroupid.Cgroup) []*dto.LabelPair
 	// Observe, when set, is told each cgroup's ratio as its window closes, in window order,
 	// from the sampler's goroutine with its lock held (it must not block).
 	Observe func(cgroup string, ratio float64)
@@ -79,7 +80,7 @@ type Sampler struct {
 // budget), the last counters, and cumulative histograms. path and fd do not change after
 // creation, so a read may use them without mu.
 type Series struct {
-	Cgroup cgroupfs.Cgroup
+	Cgroup cgroupid.Cgroup
 	Labels []*dto.LabelPair // Config.Labels of Cgroup
 	// Ratio counts each window's throttled share of periods; Seconds its throttled time.
 	Ratio, Seconds histogram.Histogram
@@ -236,7 +237,7 @@ func (c *Sampler) apply(snap *cgroups.Snapshot) {
 // add starts series for the cgroups with a quota that are new, within the sampled-cgroups
 // budget (each tenant's top cgroups first), refreshes the known ones, and with forget,
 // drops those not in cgs or no longer within the budget.
-func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint64, forget bool) {
+func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupid.Cgroup, generation uint64, forget bool) {
 	cgs = c.withinBudget(cgs)
 	var fresh []*Series
 	files := 0 // cpu.stat files of the fresh series
@@ -312,7 +313,7 @@ func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint
 	c.mu.Unlock()
 }
 
-func (c *Sampler) labels(cg cgroupfs.Cgroup) []*dto.LabelPair {
+func (c *Sampler) labels(cg cgroupid.Cgroup) []*dto.LabelPair {
 	if c.cfg.Labels == nil {
 		return nil
 	}
@@ -321,8 +322,8 @@ func (c *Sampler) labels(cg cgroupfs.Cgroup) []*dto.LabelPair {
 
 // withinBudget keeps the cgroups with a quota that the sampled-cgroups budget allows, and
 // records the tenants it cut.
-func (c *Sampler) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
-	var quota []cgroupfs.Cgroup
+func (c *Sampler) withinBudget(cgs []cgroupid.Cgroup) []cgroupid.Cgroup {
+	var quota []cgroupid.Cgroup
 	for _, cg := range cgs {
 		if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
 			quota = append(quota, cg)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package cgroupfs
+package cgroups
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 )
 
 // TestProbeCache: with WalkOptions.Cache, new directories are read at once and again on the
@@ -20,8 +22,7 @@ func TestProbeCache(t *testing.T) {
 		name := map[bool]string{true: "DiscoverQuotas", false: "Discover"}[quotasOnly]
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			h := &Hierarchy{Version: 2, MountPoint: root, root: "/"}
-			l := &Layout{Mode: "v2", CPU: h, Memory: h}
+			l := cgroupfs.LayoutFromMounts([]cgroupfs.Mount{{FSType: "cgroup2", MountPoint: root, Root: "/"}}, root)
 			write := func(dir, file, content string) {
 				t.Helper()
 				if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
@@ -35,11 +36,11 @@ func TestProbeCache(t *testing.T) {
 			opts := WalkOptions{Cache: &ProbeCache{MaxAge: maxAge}}
 			paths := func() []string {
 				t.Helper()
-				discover := l.Discover
+				discover := Discover
 				if quotasOnly {
-					discover = l.DiscoverQuotas
+					discover = DiscoverQuotas
 				}
-				cgs, errs := discover(context.Background(), opts)
+				cgs, errs := discover(context.Background(), l, opts)
 				if len(errs) > 0 {
 					t.Fatalf("errors: %v", errs)
 				}
