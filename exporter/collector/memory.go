@@ -40,7 +40,8 @@ var (
 	memOOMKillsDesc = newCgroupDesc("memory_oom_kills_total",
 		"Processes killed by the OOM killer, counted once, at the cgroup exported for the killed process: v1 memory.oom_control oom_kill; "+
 			"v2 memory.events.local oom_kill (Linux 5.2+; on older kernels memory.events, which repeats each kill at every ancestor, a pod's containers' at the pod), "+
-			"for a container memory.events oom_kill (its own nested cgroups, such as crun's subgroup, are its own).")
+			"for a container memory.events oom_kill (its own nested cgroups, such as crun's subgroup, are its own); "+
+			"on v2 less one per oom_group_kill (memory.oom.group: the kernel counts a group kill's victim twice).")
 	// --memory.detail only.
 	memStatDesc = newCgroupDesc("memory_stat_bytes",
 		"--memory.detail: memory.stat by type, including descendants: anon, file, kernel, sock, shmem, anon_thp (v2; v1: anon = total_rss, file = total_cache, shmem = total_shmem, anon_thp = total_rss_huge; no kernel or sock).",

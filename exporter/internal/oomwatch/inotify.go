@@ -222,11 +222,12 @@ func (b *inotify) events() {
 	}
 }
 
-// readKills reads oom_kill from a v2 cgroup's memory.events.
+// readKills reads the processes the OOM killer killed from a v2 cgroup's memory.events
+// (cgroupfs.OOMKilled: a group kill's victim once).
 func readKills(dir string) (uint64, error) {
 	m, err := cgroupfs.ReadMemoryEvents(dir)
 	if err != nil {
 		return 0, err
 	}
-	return m["oom_kill"], nil
+	return cgroupfs.OOMKilled(m["oom_kill"], m["oom_group_kill"]), nil
 }
