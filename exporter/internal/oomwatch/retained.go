@@ -56,6 +56,22 @@ func (r *Retained) Keep(cg cgroupid.Cgroup, kills uint64) {
 	r.mu.Unlock()
 }
 
+// Learn takes the names (and kind: a sandbox is told from a container only once the kubelet
+// links its containers) a later walk gave a cgroup that is retained, or is watched and about
+// to be: the watcher's copy is the walk's that first saw the cgroup, often before the kubelet
+// linked it, and a container that died may have no link left to name it from at export.
+func (r *Retained) Learn(cg cgroupid.Cgroup) {
+	if cg.Names == (cgroupid.KubeNames{}) {
+		return
+	}
+	r.mu.Lock()
+	if g, ok := r.gone[cg.Path]; ok {
+		g.cg.Names, g.cg.Kind = cg.Names, cg.Kind
+		r.gone[cg.Path] = g
+	}
+	r.mu.Unlock()
+}
+
 // Forget drops a path that is watched again: a cgroup re-created under the same path starts afresh.
 func (r *Retained) Forget(path string) {
 	r.mu.Lock()

@@ -200,8 +200,22 @@ func (w *Watcher) WatchChanges(ctx context.Context, added, removed []cgroupid.Cg
 	gone := make([]string, len(removed))
 	for i, cg := range removed {
 		gone[i] = cg.Path
+		w.learn(cg)
 	}
 	w.Watch(ctx, in, gone)
+}
+
+// learn keeps the names the last walk that saw a removed cgroup gave it (see Retained.Learn).
+func (w *Watcher) learn(cg cgroupid.Cgroup) {
+	if cg.Names == (cgroupid.KubeNames{}) {
+		return
+	}
+	w.mu.Lock()
+	if c := w.byPath[cg.Path]; c != nil {
+		c.cg.Names, c.cg.Kind = cg.Names, cg.Kind
+	}
+	w.mu.Unlock()
+	w.retained.Learn(cg)
 }
 
 // Sync is Watch fed with a full listing (a discovery): what came is what the listing has
