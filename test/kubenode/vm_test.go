@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,9 +117,52 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 		checkNames(t, ctx, tg)
 		waitAlerts(t, ctx, tg)
 		checkOOMOnce(t, ctx, tg)
+		checkCrunThrottling(t, ctx, tg)
 		checkDiagnose(t, ctx, tg, exporterPod.Metadata.Name)
 		t.Logf("kind took %s", time.Since(start).Round(time.Second))
 	})
+}
+
+// checkCrunThrottling: the Go program on crun burns more than its limit, which crun wrote to
+// the scope's "container" subgroup only; the kernel counts its throttling there. The
+// container's exported throttled periods rise with the subgroup's cpu.stat (never above it,
+// read after the query) and the sampler has windows of it.
+func checkCrunThrottling(t *testing.T, ctx context.Context, tg *target) {
+	sel := `{job="quota-exporter", namespace="kubenode", pod="go-gomaxprocs", container="gomaxprocs"}`
+	var exported, windows float64
+	for _, q := range []struct {
+		query string
+		into  *float64
+	}{{"max(quota_cpu_throttled_periods_total" + sel + ")", &exported}, {"max(quota_cpu_throttled_window_ratio_count" + sel + ")", &windows}} {
+		res, err := tg.mon.prom.Query(ctx, q.query)
+		must(t, err)
+		if len(res) == 1 {
+			*q.into = res[0].Value
+		}
+	}
+	var id string
+	for _, p := range pods(t, ctx, tg) {
+		for _, cs := range p.Status.ContainerStatuses {
+			if p.Metadata.Name == "go-gomaxprocs" && cs.Name == "gomaxprocs" {
+				id = strings.TrimPrefix(cs.ContainerID, "containerd://")
+			}
+		}
+	}
+	out, err := tg.Node.Exec(ctx, "sh", "-c", "cat $(find "+tg.layout.CPURoot+tg.layout.Kubepods+" -path '*"+id+".scope/container' -name cpu.stat)")
+	must(t, err)
+	var kernel float64
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "nr_throttled" {
+			kernel, _ = strconv.ParseFloat(f[1], 64)
+		}
+	}
+	t.Logf("crun's subgroup: %g throttled periods in its cpu.stat; the container exports %g, and %g sampler windows", kernel, exported, windows)
+	if kernel == 0 {
+		t.Fatalf("the Go program on crun was never throttled (subgroup cpu.stat:\n%s)", out)
+	}
+	if exported <= 0 || exported > kernel || windows <= 0 {
+		t.Errorf("the crun container's throttling: exported %g throttled periods (kernel's subgroup %g), %g sampler windows; want 0 < exported <= kernel and windows", exported, kernel, windows)
+	}
 }
 
 // applyWorkloads applies testdata/pods/workloads.yaml (only the pods named in only, when
