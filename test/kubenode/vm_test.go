@@ -148,7 +148,7 @@ func checkCrunThrottling(t *testing.T, ctx context.Context, tg *target) {
 			}
 		}
 	}
-	out, err := tg.Node.Exec(ctx, "sh", "-c", "cat $(find "+tg.layout.CPURoot+tg.layout.Kubepods+" -path '*"+id+".scope/container' -name cpu.stat)")
+	out, err := tg.Node.Exec(ctx, "sh", "-c", "cat $(find "+tg.layout.CPURoot+tg.layout.Kubepods+" -type d -name '*"+id+".scope')/container/cpu.stat")
 	must(t, err)
 	var kernel float64
 	for _, line := range strings.Split(out, "\n") {
