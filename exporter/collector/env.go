@@ -105,7 +105,7 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	opts := cgroups.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
 		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(cgroups.DiscoveryErrors), Budgets: env.Budgets.Book}
 	if env.PodNames != nil {
-		opts.Names = env.PodNames
+		opts.Names = env.PodNames.Namer
 	}
 	var err error
 	if env.Cgroups, err = cgroups.New(opts, logger); err != nil {
