@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -88,17 +87,6 @@ func BenchmarkDiscover(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		newScrape(env)
 		env.Cgroups.Cgroups(context.Background())
-	}
-}
-
-// BenchmarkDiscoverQuotas is the throttling sampler's rediscovery (every 10 windows) over
-// the same 1000 cgroups: the cpu hierarchy's quota files only.
-func BenchmarkDiscoverQuotas(b *testing.B) {
-	env, _ := benchEnv(b, 1000)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		cgroups.DiscoverQuotas(context.Background(), env.Cgroups.Layout(), env.Cgroups.WalkOptions())
 	}
 }
 

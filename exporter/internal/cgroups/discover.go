@@ -205,51 +205,6 @@ func DiscoverAll(ctx context.Context, l *cgroupfs.Layout, opts WalkOptions) Disc
 	return Discovery{Cgroups: out, Errs: errs, Skipped: skipped}
 }
 
-// DiscoverQuotas walks only the cpu hierarchy and returns the cgroups with a CPU quota,
-// reading only their quota files (no cgroup.procs, no memory hierarchy): the throttling
-// sampler's rediscovery, a third of Discover's reads. Reads run within opts' budget and gate
-// as in Discover.
-func DiscoverQuotas(ctx context.Context, l *cgroupfs.Layout, opts WalkOptions) ([]cgroupid.Cgroup, []WalkError) {
-	h := l.CPU
-	if h == nil {
-		return nil, nil
-	}
-	var dirs []dirProbe
-	errs := walkKept(ctx, h, opts, func(dir, p string) {
-		dirs = append(dirs, dirProbe{h: h, dir: dir, path: p, cpu: true, quotaOnly: true})
-	})
-	complete := ctx.Err() == nil
-	n := opts.Cache.lookup(dirs)
-	// With every quota cached there is nothing to read.
-	var probe []dirProbe
-	for _, d := range dirs {
-		if !d.limitsCached {
-			probe = append(probe, d)
-		}
-	}
-	errs = append(errs, probeAll(ctx, opts, probe)...)
-	for i, j := 0, 0; i < len(dirs) && j < len(probe); i++ {
-		if !dirs[i].limitsCached {
-			dirs[i] = probe[j]
-			j++
-		}
-	}
-	var out []cgroupid.Cgroup
-	for i, d := range dirs {
-		if d.hasCPUMax && d.cpuMax.Limited() {
-			dirs[i].exported = true
-			id, place := cgroupid.Locate(d.path, opts.BareRuntime)
-			if place.Kind == cgroupid.KindBelowContainer || place.Kind == cgroupid.KindConmon {
-				continue
-			}
-			out = append(out, cgroupid.Cgroup{Path: d.path, Identity: id, Kind: place.Kind,
-				InCPU: true, InMemory: l.Memory == h, CPUMax: d.cpuMax, HasCPUMax: true})
-		}
-	}
-	opts.Cache.store(n, dirs, complete && ctx.Err() == nil)
-	return out, errs
-}
-
 // Paths lists the cgroup paths of the cpu and memory hierarchies (one walk when they are
 // the same, v2) that opts.Keep keeps, root excluded, by getdents alone: what the cgroup
 // source checks between walks to know whether any came or went. Sorted, without duplicates.
@@ -302,7 +257,6 @@ type dirProbe struct {
 	h           *cgroupfs.Hierarchy
 	dir, path   string
 	cpu, memory bool // which controllers' files to read here
-	quotaOnly   bool // read the quota only (DiscoverQuotas)
 	listPIDs    bool // list cgroup.procs whole (the process hierarchy), not just peek at it
 
 	probed       bool // read returned (the fields below are what it found)
@@ -327,7 +281,7 @@ func (d dirProbe) read() (dirProbe, error) {
 		if d.procsErr != nil {
 			d.pids = nil // a partial list (truncated, or a read error midway) is not listed
 		}
-	case !d.quotaOnly:
+	default:
 		d.procs, d.procsErr = cgroupfs.HasProcs(d.dir)
 	}
 	// A cgroup with processes is exported: its limits must be current (a resize).
