@@ -199,9 +199,10 @@ test-hostile: build
 # kubelet there with kind's cgroup root (the VM's root filesystem built once by mmdebstrap, cached
 # in /var/cache/quota_exporter/kubenode-vmroot). The exporter's image is make image's tarball.
 # The VM node runs under software emulation (KVM does not boot here): by default only its kind
-# part runs (the VM booted, the kind kubelet's pods, the runtimes' layout, the recorded tree and
-# the names through Prometheus: about 5 min warm); the whole v2 suite (about 35 min, not passing
-# yet on a loaded 2-core machine) with KUBENODE_VM=all, no VM with KUBENODE_VM=0
+# part runs (the suite's assertions on the workloads emulation affords, no JVM: names, resize on
+# crun, planted alerts once, OOM kill once, crun throttling, diagnose: about 5 min warm); the whole
+# v2 suite (about 35 min, not passing yet on a loaded 2-core machine) with KUBENODE_VM=all, no VM
+# with KUBENODE_VM=0
 # (docs/cgroups.md "The cgroup v2 node").
 KUBENODE_VM ?= kind
 KUBENODE_RUN := ^(TestKubeNode|TestFakePath)$$/^(v1-cgroupfs$(if $(filter 0,$(KUBENODE_VM)),,|v2-systemd))$$$(if $(filter kind,$(KUBENODE_VM)),/^kind$$)
@@ -264,7 +265,7 @@ lint:
 	$(GOLANGCI) run ./...
 	@out=$$(gofmt -l test tools); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	cd test && $(GO) vet ./...
+	cd test && $(GOLANGCI) run ./...
 	cd tools/ociimage && $(GO) vet ./...
 
 # The edit loop: formatting, vet, and the tests that need nothing but Go (-short skips those that need

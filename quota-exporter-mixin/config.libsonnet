@@ -153,8 +153,9 @@
     processJoinLabels:: self.cgroupJoinLabels + ['process'],
     // Same exporter (node) and pod: a pod slice and its containers.
     podJoinLabels:: self.clusterLabels + ['job', 'instance', 'pod_uid'],
-    // Node-level cgroups of the kubelet (/kubepods.slice, QoS slices, k3s' nested roots): never
-    // alerted on; their pods and containers are.
-    nodeSliceMatcher:: @'cgroup!~"(.*/)?kubepods(\\.slice)?(/[^/]*(burstable|besteffort)[^/]*)?"',
+    // Node-level cgroups of the kubelet (/kubepods.slice, QoS slices, k3s' nested roots, and
+    // under a cgroupRoot with the systemd driver, kind's /kubelet.slice/kubelet-kubepods.slice):
+    // never alerted on; their pods and containers are.
+    nodeSliceMatcher:: @'cgroup!~"(.*/)?([^/]*-)?kubepods(\\.slice)?(/[^/]*(burstable|besteffort)[^/]*)?"',
   },
 }

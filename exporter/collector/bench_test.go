@@ -90,17 +90,6 @@ func BenchmarkDiscover(b *testing.B) {
 	}
 }
 
-// BenchmarkDiscoverQuotas is the throttling sampler's rediscovery (every 10 windows) over
-// the same 1000 cgroups: the cpu hierarchy's quota files only.
-func BenchmarkDiscoverQuotas(b *testing.B) {
-	env, _ := benchEnv(b, 1000)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		env.Cgroups.Layout().DiscoverQuotas(context.Background(), env.Cgroups.WalkOptions())
-	}
-}
-
 func cgroupRegistry(env *Env) *prometheus.Registry {
 	cpu, _ := newCPUCollector(env)
 	mem, _ := newMemoryCollector(env)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
@@ -52,7 +53,7 @@ func (c *bindingCollector) Update(ctx context.Context, ch chan<- prometheus.Metr
 			return l
 		}
 		// The walk's bindings miss the limited ancestors the filter hid.
-		bindings = cgroupfs.Bindings(cgs, ancestor)
+		bindings = cgroups.Bindings(cgs, ancestor)
 	}
 	meter := budget.MeterFrom(ctx)
 	for _, cg := range cgs {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cfsstall"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
 )
 
@@ -146,10 +146,10 @@ func (c *cfsStallCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 // are throttled) to the cgroup. On v2 and on v1 alike the id is the inode number of the
 // cgroup's directory in the hierarchy holding the cpu controller: ids are unique within one
 // hierarchy only, so only that one is stat'ed.
-func (c *cfsStallCollector) cgroupIDs(ctx context.Context) map[uint64]cgroupfs.Cgroup {
+func (c *cfsStallCollector) cgroupIDs(ctx context.Context) map[uint64]cgroupid.Cgroup {
 	l := c.env.Cgroups.Layout()
 	cgs, _ := c.env.Cgroups.Cgroups(ctx) // discovery counts its own errors
-	out := make(map[uint64]cgroupfs.Cgroup)
+	out := make(map[uint64]cgroupid.Cgroup)
 	if l.CPU == nil {
 		return out
 	}
@@ -158,6 +158,13 @@ func (c *cfsStallCollector) cgroupIDs(ctx context.Context) map[uint64]cgroupfs.C
 			continue
 		}
 		dir := l.CPU.Dir(cg.Path)
+		if cg.ThrottleSubgroup != "" {
+			// crun's subgroup has a quota: the container's stalls are its run queues'. With the
+			// same quota on the scope too (CRI-O) either level may run out first
+			// (CPUStat.MaxThrottling); one id per cgroup keeps one histogram per label set,
+			// so the scope's own stalls are not counted there.
+			dir = l.CPU.Dir(cg.ThrottleSubgroup)
+		}
 		var st unix.Stat_t
 		if err := unix.Stat(dir, &st); err != nil {
 			c.env.Errors.Record("cfsstall", dir, err)

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
@@ -41,8 +41,8 @@ func cgroupGate(env *Env, name string) *procread.Gate {
 // returns (ErrStuck refusals are not counted again); the other cgroups' series are served.
 // Each read emits into its own buffer, forwarded to ch here: a stuck read never writes
 // to ch.
-func collectCgroups(ctx context.Context, gate *procread.Gate, cgs []cgroupfs.Cgroup, t *tally, ch chan<- prometheus.Metric,
-	read func(cgroupfs.Cgroup, emitter) error) {
+func collectCgroups(ctx context.Context, gate *procread.Gate, cgs []cgroupid.Cgroup, t *tally, ch chan<- prometheus.Metric,
+	read func(cgroupid.Cgroup, emitter) error) {
 	item := cgroupReadBudget
 	if dl, ok := ctx.Deadline(); ok {
 		item = min(item, max(time.Until(dl)/2, 10*time.Millisecond))
@@ -50,7 +50,7 @@ func collectCgroups(ctx context.Context, gate *procread.Gate, cgs []cgroupfs.Cgr
 	b := procread.Budget{Workers: min(runtime.GOMAXPROCS(0), len(cgs)/64+1), Item: item, Gate: gate, Kind: "cgroup files",
 		Pool: procread.CgroupFiles}
 	meter := budget.MeterFrom(ctx)
-	res := procread.Map(ctx, b, cgs, func(cg cgroupfs.Cgroup) string { return cg.Path }, func(cg cgroupfs.Cgroup) ([]prometheus.Metric, error) {
+	res := procread.Map(ctx, b, cgs, func(cg cgroupid.Cgroup) string { return cg.Path }, func(cg cgroupid.Cgroup) ([]prometheus.Metric, error) {
 		buf := make(chan prometheus.Metric, cgroupSeriesMax)
 		err := read(cg, newEmitter(buf, cgroupLabels, cgroupLabelValues(cg)).metered(meter, cg))
 		close(buf)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/prometheus/common/promslog"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
@@ -57,7 +57,7 @@ func TestCgroupFilesBlockedInKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	cgs, _ := env.Cgroups.Cgroups(context.Background())
-	byPath := map[string]cgroupfs.Cgroup{}
+	byPath := map[string]cgroupid.Cgroup{}
 	for _, cg := range cgs {
 		byPath[cg.Path] = cg
 	}

@@ -137,6 +137,10 @@ func (b boundSet) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range runs {
 		r.report(b.s.env, ch)
 	}
+	// What the sources skipped in this scrape is counted with it.
+	if b.s.env.Errors != nil {
+		b.s.env.Errors.sync()
+	}
 }
 
 // Gather runs the collectors for one scrape with a hard deadline of timeout, sharing the

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
@@ -98,19 +100,19 @@ func (c *cpuCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 	for _, we := range walkErrs {
 		t.note(we.Err) // counted by the cgroup source
 	}
-	in := make([]cgroupfs.Cgroup, 0, len(cgs))
+	in := make([]cgroupid.Cgroup, 0, len(cgs))
 	for _, cg := range cgs {
 		if cg.InCPU {
 			in = append(in, cg)
 		}
 	}
-	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return c.collect(l, cg, e, snap.Bindings) })
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupid.Cgroup, e emitter) error { return c.collect(l, cg, e, snap.Bindings) })
 	return t.err()
 }
 
 // collect emits one cgroup's CPU series. Required files missing means the cgroup is
 // gone; optional ones (burst, PSI, the v2 root's cpu.max) may legitimately be absent.
-func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter, bindings map[string]cgroupfs.Binding) error {
+func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupid.Cgroup, e emitter, bindings map[string]cgroups.Binding) error {
 	dir := l.CPU.Dir(cg.Path)
 	stat, err := cgroupfs.ReadCPUStat(dir)
 	if err != nil {
@@ -120,6 +122,14 @@ func (c *cpuCollector) collect(l *cgroupfs.Layout, cg cgroupfs.Cgroup, e emitter
 	optional := func(err error) {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
+		}
+	}
+	if cg.ThrottleSubgroup != "" {
+		// crun's subgroup has a quota: its throttling is counted there only.
+		sub, err := cgroupfs.ReadCPUStat(l.CPU.Dir(cg.ThrottleSubgroup))
+		optional(err)
+		if err == nil {
+			stat.MaxThrottling(sub)
 		}
 	}
 

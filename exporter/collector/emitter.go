@@ -11,7 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -42,7 +42,7 @@ func newEmitter(ch chan<- prometheus.Metric, names, values []string) emitter {
 
 // metered returns e sending within the series budget of the scrape (ctx's meter) for cg's
 // tenant.
-func (e emitter) metered(meter *budget.Meter, cg cgroupfs.Cgroup) emitter {
+func (e emitter) metered(meter *budget.Meter, cg cgroupid.Cgroup) emitter {
 	e.quota = meter.For(cg)
 	for _, v := range e.labels {
 		e.labelBytes += len(v)

@@ -4,10 +4,11 @@ package collector
 
 import (
 	"fmt"
-	"github.com/alecthomas/kingpin/v2"
 	"log/slog"
 	"regexp"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
@@ -104,18 +105,20 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	opts := cgroups.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
 		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(cgroups.DiscoveryErrors), Budgets: env.Budgets.Book}
 	if env.PodNames != nil {
-		opts.Names = env.PodNames
+		opts.Names = env.PodNames.Namer
 	}
 	var err error
-	if env.Cgroups, err = cgroups.New(opts, logger, errs); err != nil {
+	if env.Cgroups, err = cgroups.New(opts, logger); err != nil {
 		return nil, err
 	}
 	env.Discovery = DiscoveryStats{cgroups: env.Cgroups}
 	filter := processes.Filter{MinResident: cfg.ProcessMinResident, Include: cfg.ProcessInclude, Exclude: cfg.ProcessExclude}
-	if env.Processes, err = processes.New(cfg.ProcPath, env.Cgroups, errs, env.Stuck.Gate(processes.ProcessErrors), filter); err != nil {
+	if env.Processes, err = processes.New(cfg.ProcPath, env.Cgroups, env.Stuck.Gate(processes.ProcessErrors), filter); err != nil {
 		return nil, fmt.Errorf("process source: %w", err)
 	}
 	env.Processes.Budgets = env.Budgets.Book
+	errs.follow(cgroups.DiscoveryErrors, env.Cgroups.ReadErrors)
+	errs.follow(processes.ProcessErrors, env.Processes.ReadErrors)
 	env.Budgets.watch(env.Cgroups)
 	return env, nil
 }

@@ -4,7 +4,6 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -14,11 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/readerr"
 )
 
 // logEvery limits the log to one line per collector and reason in this interval: a
@@ -32,6 +28,14 @@ type ErrorCounter struct {
 	logger *slog.Logger
 	mu     sync.Mutex
 	logged map[string]time.Time
+	// sources are the sources' logs of skipped inputs, taken at every collection (sync).
+	sources []errorSource
+}
+
+// errorSource is one source's skipped inputs and the collector label they are counted under.
+type errorSource struct {
+	collector string
+	take      func() []readerr.Batch
 }
 
 // NewErrorCounter creates the counter; register it with the exporter's own registry.
@@ -53,24 +57,31 @@ func NewErrorCounter(logger *slog.Logger) *ErrorCounter {
 // Describe implements prometheus.Collector.
 func (e *ErrorCounter) Describe(ch chan<- *prometheus.Desc) { e.vec.Describe(ch) }
 
-// Collect implements prometheus.Collector.
-func (e *ErrorCounter) Collect(ch chan<- prometheus.Metric) { e.vec.Collect(ch) }
-
-// Reason classifies an error for the counter.
-func Reason(err error) string {
-	var ue *jvm.UnavailableError
-	switch {
-	case errors.Is(err, procread.ErrPanic):
-		return "panic"
-	case errors.Is(err, procread.ErrTimeout):
-		return "timeout"
-	case errors.As(err, &ue) && ue.Mismatch():
-		return "perf_data_mismatch"
-	case errors.Is(err, goruntime.ErrParse):
-		return "parse"
-	}
-	return cgroupfs.ErrorReason(err)
+// Collect implements prometheus.Collector; it counts what the sources skipped first.
+func (e *ErrorCounter) Collect(ch chan<- prometheus.Metric) {
+	e.sync()
+	e.vec.Collect(ch)
 }
+
+// follow counts the inputs a source skipped (take: its ReadErrors) under collector at
+// every sync. Call it before the first collection.
+func (e *ErrorCounter) follow(collector string, take func() []readerr.Batch) {
+	e.sources = append(e.sources, errorSource{collector, take})
+}
+
+// sync counts and logs the inputs the sources skipped since the last sync: at every
+// collection of the counter and at the end of every scrape, so a source's errors are in the
+// counter as soon as the scrape that met them is.
+func (e *ErrorCounter) sync() {
+	for _, src := range e.sources {
+		for _, b := range src.take() {
+			e.count(src.collector, b.Reason, b.Count, b.Subject, b.Err)
+		}
+	}
+}
+
+// Reason classifies an error for the counter (readerr.Reason).
+func Reason(err error) string { return readerr.Reason(err) }
 
 // Record counts one skipped input and logs it if this collector has not logged that reason
 // recently. It returns the reason.
@@ -79,7 +90,14 @@ func (e *ErrorCounter) Record(collector, subject string, err error) string {
 	if _, ok := err.(cgroups.Counted); ok {
 		return reason
 	}
-	e.vec.WithLabelValues(collector, reason).Inc()
+	e.count(collector, reason, 1, subject, err)
+	return reason
+}
+
+// count adds n skipped inputs and logs the one named if this collector has not logged that
+// reason recently.
+func (e *ErrorCounter) count(collector, reason string, n int, subject string, err error) {
+	e.vec.WithLabelValues(collector, reason).Add(float64(n))
 	key := collector + "/" + reason
 	e.mu.Lock()
 	last, seen := e.logged[key]
@@ -97,7 +115,6 @@ func (e *ErrorCounter) Record(collector, subject string, err error) string {
 		e.logger.Log(context.Background(), level, "skipped unreadable input (logged once per collector and reason every 5m)",
 			"collector", collector, "reason", reason, "subject", subject, "err", err)
 	}
-	return reason
 }
 
 // tally gathers one update's skipped inputs into the error that marks the collector failed.

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -120,16 +121,23 @@ func scrapeCgroups(t testing.TB, env *Env, more ...string) string {
 	return scrapeText(t, env, cs)
 }
 
-// bumpThrottling adds periods, throttled periods and throttled time to every cgroup with a quota.
+// bumpThrottling adds periods, throttled periods and throttled time to every cgroup with a
+// quota (and to crun's subgroup with a quota, where the kernel counts the container's).
 func bumpThrottling(t testing.TB, env *Env, periods, throttled int, seconds float64) {
 	t.Helper()
 	l := env.Cgroups.Layout()
-	cgs, _ := env.Cgroups.Layout().Discover(context.Background(), env.Cgroups.WalkOptions())
+	cgs, _ := cgroups.Discover(context.Background(), env.Cgroups.Layout(), env.Cgroups.WalkOptions())
+	var paths []string
 	for _, cg := range cgs {
-		if !cg.InCPU || !cg.HasCPUMax || !cg.CPUMax.Limited() {
-			continue
+		if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
+			paths = append(paths, cg.Path)
+			if cg.ThrottleSubgroup != "" {
+				paths = append(paths, cg.ThrottleSubgroup)
+			}
 		}
-		p := filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat")
+	}
+	for _, cgPath := range paths {
+		p := filepath.Join(l.CPU.Dir(cgPath), "cpu.stat")
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)

@@ -5,7 +5,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
@@ -17,9 +17,9 @@ import (
 // sandbox carries container="POD".
 var cgroupLabels = []string{"cgroup", "pod_uid", "container_id", "qos_class", "namespace", "pod", "container"}
 
-func cgroupLabelValues(cg cgroupfs.Cgroup, extra ...string) []string {
+func cgroupLabelValues(cg cgroupid.Cgroup, extra ...string) []string {
 	id, n := cg.Identity, cg.Names
-	if cg.Kind == cgroupfs.KindSandbox {
+	if cg.Kind == cgroupid.KindSandbox {
 		n.Container = SandboxContainer
 	}
 	vals := append([]string{cg.Path, id.PodUID, id.ContainerID, id.QoSClass, n.Namespace, n.Pod, n.Container}, extra...)

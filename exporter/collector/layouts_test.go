@@ -386,3 +386,106 @@ func TestRealLongPodName(t *testing.T) {
 		t.Errorf("the long-named pod is not named: %v", seriesLabels(mfs, "quota_cpu_limit_cores"))
 	}
 }
+
+// Issue 30, crun's subgroup holds the CPU quota: the kernel counts throttling only in the
+// cpu.stat of the cgroup whose quota ran out, so the container, exported once from its
+// scope, takes its throttling counters from the subgroup as well. A busy loop runs in the
+// subgroup under a 0.2-core quota: with containerd (the scope unlimited) the scope's own
+// counters stay 0 and the exported ones are the subgroup's; with CRI-O (the same quota on
+// both) each level counts part of the same stalls and the exported ones are, counter by
+// counter, the larger (cgroupfs.CPUStat.MaxThrottling). Ground truth: both levels' cpu.stat
+// read directly just before and after the scrape. The throttling sampler watches the
+// container and sees it frozen, as the subgroup's own counters say.
+func TestRealCrunThrottlingCountedOnSubgroup(t *testing.T) {
+	bin := testutil.BuildC(t, filepath.Join("..", "..", "examples", "workloads", "bursty", "bursty.c"), "-O1", "-pthread")
+	for _, tc := range []struct {
+		name, scope, runtime string
+		scopeQuota           int64
+	}{
+		{"containerd", "cri-containerd-" + realIDA + ".scope", "containerd", 0},
+		{"crio", "crio-" + realIDA + ".scope", "cri-o", 20000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNodeTree(t, "crunthr"+tc.name)
+			pod := "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + systemdUID(realUIDA) + ".slice"
+			scope := pod + "/" + tc.scope
+			scopeCg := n.at(scope, testutil.CgroupOptions{QuotaUS: tc.scopeQuota})
+			sub := n.at(scope+"/container", testutil.CgroupOptions{QuotaUS: 20000})
+			run(t, sub, bin, "1", "1", "1") // one thread that never idles
+			env := n.env([]testutil.KubeletContainer{{Namespace: "shop", Pod: "cart-0", UID: realUIDA, Container: "cart", ID: realIDA}})
+
+			thr := newThrottleSampler(env, time.Second, nil)
+			defer thr.Close()
+			ctx := context.Background()
+			thr.sampler.Rediscover(ctx)
+			time.Sleep(300 * time.Millisecond)
+			thr.sampler.Sample(ctx) // the first read: counters only, no window yet
+			subStart := sub.ReadKeyed("cpu", "cpu.stat")
+			const windows = 4
+			tick := time.NewTicker(time.Second)
+			for range windows {
+				<-tick.C
+				thr.sampler.Sample(ctx)
+			}
+			tick.Stop()
+			subEnd := sub.ReadKeyed("cpu", "cpu.stat")
+			share := float64(subEnd["nr_throttled"]-subStart["nr_throttled"]) / float64(max(1, subEnd["nr_periods"]-subStart["nr_periods"]))
+			testutil.Require(t, share >= 0.5, "the busy loop was throttled in under half the periods (the machine's CPUs are busy elsewhere)")
+
+			s := thr.series()[n.root.Path+"/"+scope]
+			if s == nil || s.Ratio.Count != windows {
+				t.Fatalf("the sampler's windows of the container: %+v, want %d (sampled: %v)", s, windows, keys(thr.series()))
+			}
+			if mean := s.Ratio.Sum / float64(s.Ratio.Count); mean < share-0.15 {
+				t.Errorf("the sampler's mean window ratio %.2f, want the subgroup's throttled share %.2f", mean, share)
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister((&Set{env: env, collectors: map[string]Collector{"throttle": thr}}).Bind(ctx))
+			if m := seriesFor(testutil.Families(t, reg), "quota_cpu_throttled_window_ratio", n.path(scope), "container", "cart"); m == nil || m.Histogram.GetSampleCount() != windows {
+				t.Errorf("the container's quota_cpu_throttled_window_ratio: %v, want %d windows", m, windows)
+			}
+
+			// Scrape-time counters: within what the kernel said just before and just after.
+			before := [2]map[string]uint64{scopeCg.ReadKeyed("cpu", "cpu.stat"), sub.ReadKeyed("cpu", "cpu.stat")}
+			mfs := scrapeLayout(t, env)
+			after := [2]map[string]uint64{scopeCg.ReadKeyed("cpu", "cpu.stat"), sub.ReadKeyed("cpu", "cpu.stat")}
+			t.Logf("scope cpu.stat %v, subgroup %v", after[0], after[1])
+			if tc.scopeQuota == 0 && after[0]["nr_throttled"] != 0 {
+				t.Errorf("an unlimited scope counted throttling: %v", after[0])
+			}
+			for _, c := range []struct {
+				family, key string
+				scale       float64
+			}{
+				{"quota_cpu_periods_total", "nr_periods", 1},
+				{"quota_cpu_throttled_periods_total", "nr_throttled", 1},
+				{"quota_cpu_throttled_seconds_total", "throttled_time", 1e9},
+			} {
+				lo := float64(max(before[0][c.key], before[1][c.key])) / c.scale
+				hi := float64(max(after[0][c.key], after[1][c.key])) / c.scale
+				got := value(seriesFor(mfs, c.family, n.path(scope), "container_id", tc.runtime+"://"+realIDA, "container", "cart"))
+				if !(got > 0 && got >= lo && got <= hi) {
+					t.Errorf("%s of the scope %v, want > 0 and the larger level's, within [%v, %v] (the subgroup's before and after the scrape)", c.family, got, lo, hi)
+				}
+			}
+			for name := range mfs {
+				for _, l := range seriesLabels(mfs, name) {
+					if strings.HasSuffix(l["cgroup"], "/container") {
+						t.Errorf("%s: crun's subgroup exported: %v", name, l)
+					}
+				}
+			}
+			if skipped(mfs, "runtime_subgroup") != 1 {
+				t.Errorf("skipped runtime_subgroup %v, want 1", skipped(mfs, "runtime_subgroup"))
+			}
+		})
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

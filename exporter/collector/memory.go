@@ -5,12 +5,14 @@ package collector
 import (
 	"context"
 	"errors"
-	"github.com/alecthomas/kingpin/v2"
 	"os"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
@@ -36,7 +38,10 @@ var (
 	memCacheDesc = newCgroupDesc("memory_cache_bytes",
 		"Page cache (v1 memory.stat total_cache, v2 memory.stat file).")
 	memOOMKillsDesc = newCgroupDesc("memory_oom_kills_total",
-		"Processes killed by the OOM killer in this cgroup (v1 memory.oom_control oom_kill, v2 memory.events oom_kill).")
+		"Processes killed by the OOM killer, counted once, at the cgroup exported for the killed process: v1 memory.oom_control oom_kill; "+
+			"v2 memory.events.local oom_kill (Linux 5.2+; on older kernels memory.events, which repeats each kill at every ancestor, a pod's containers' at the pod), "+
+			"for a container memory.events oom_kill (its own nested cgroups, such as crun's subgroup, are its own); "+
+			"on v2 less one per oom_group_kill (memory.oom.group: the kernel counts a group kill's victim twice).")
 	// --memory.detail only.
 	memStatDesc = newCgroupDesc("memory_stat_bytes",
 		"--memory.detail: memory.stat by type, including descendants: anon, file, kernel, sock, shmem, anon_thp (v2; v1: anon = total_rss, file = total_cache, shmem = total_shmem, anon_thp = total_rss_huge; no kernel or sock).",
@@ -73,7 +78,7 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	for _, we := range walkErrs {
 		t.note(we.Err) // counted by the cgroup source
 	}
-	in := make([]cgroupfs.Cgroup, 0, len(cgs))
+	in := make([]cgroupid.Cgroup, 0, len(cgs))
 	for _, cg := range cgs {
 		// The v2 root has no memory.current: its numbers are the host's (node_exporter's job).
 		if cg.InMemory && l.Memory.HasControlFiles(cg.Path) {
@@ -81,11 +86,11 @@ func (c *memoryCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 		}
 	}
 	detail := c.env.Config.MemoryDetail
-	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupfs.Cgroup, e emitter) error { return collectMemory(l, cg, detail, e) })
+	collectCgroups(ctx, c.gate, in, t, ch, func(cg cgroupid.Cgroup, e emitter) error { return collectMemory(l, cg, detail, e) })
 	return t.err()
 }
 
-func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, detail bool, e emitter) error {
+func collectMemory(l *cgroupfs.Layout, cg cgroupid.Cgroup, detail bool, e emitter) error {
 	dir := l.Memory.Dir(cg.Path)
 	m, err := l.Memory.ReadMemoryStats(dir)
 	if err != nil {
@@ -103,6 +108,16 @@ func collectMemory(l *cgroupfs.Layout, cg cgroupfs.Cgroup, detail bool, e emitte
 	e.gauge(memWorkingSetDesc, float64(m.WorkingSet))
 	e.gauge(memRSSDesc, float64(m.RSS))
 	e.gauge(memCacheDesc, float64(m.Cache))
+	if m.HasOOMKills && l.Memory.Version == 2 && !cgroupid.OOMKillsWithDescendants(cg.Kind) {
+		// memory.events counts the descendants' kills too: a pod's would repeat its containers'.
+		kills, ok, err := cgroupfs.ReadOOMKillsLocal(dir)
+		if err != nil {
+			return err
+		}
+		if ok {
+			m.OOMKills = kills
+		}
+	}
 	if m.HasOOMKills {
 		e.counter(memOOMKillsDesc, float64(m.OOMKills))
 	}

@@ -5,14 +5,15 @@ package collector
 import (
 	"context"
 	"errors"
-	"github.com/alecthomas/kingpin/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
 )
@@ -52,7 +53,7 @@ func newOOMCollector(env *Env) (Collector, error) {
 	cfg := oomwatch.Config{Layout: env.Cgroups.Layout(), Retention: env.Config.OOMRetention,
 		Descriptors: env.Descriptors, Logger: env.Logger}
 	if env.PodNames != nil {
-		cfg.Name = func(cg *cgroupfs.Cgroup) { env.PodNames.NameCgroup(cg) }
+		cfg.Name = func(cg *cgroupid.Cgroup) { env.PodNames.NameCgroup(cg) }
 	}
 	w, err := oomwatch.New(cfg)
 	if errors.Is(err, oomwatch.ErrUnsupported) {

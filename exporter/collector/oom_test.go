@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/oomwatch"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
@@ -28,11 +28,15 @@ import (
 // the kernel's memory.events): a kill written to a container's memory.events, then the
 // container's directory removed; the next scrape still shows the kill under its identity.
 // The real kernel case runs in the v2 VM (test/v2, TestOOMKillOutlivesItsCgroup).
-// oomOnHost installs a v2 fixture host and starts the (v2) OOM watcher on it, with discovery
+// oomOnHost installs a v2 fixture host, runs prepare on it (files the kernel makes with a
+// cgroup, before anything watches it) and starts the (v2) OOM watcher on it, with discovery
 // uncached so that each scrape sees removals at once; it is closed when the test ends.
-func oomOnHost(t *testing.T, h host) (Config, *Env, *oomCollector) {
+func oomOnHost(t *testing.T, h host, prepare ...func(Config)) (Config, *Env, *oomCollector) {
 	t.Helper()
 	cfg := installHost(t, h)
+	for _, p := range prepare {
+		p(cfg)
+	}
 	env, err := NewEnv(cfg, discardLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -284,12 +288,12 @@ func TestOOMRetainedKillNamedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := oomwatch.NewRetained(cfg.OOMRetention, func(cg *cgroupfs.Cgroup) { env.PodNames.NameCgroup(cg) })
+	r := oomwatch.NewRetained(cfg.OOMRetention, func(cg *cgroupid.Cgroup) { env.PodNames.NameCgroup(cg) })
 	gone := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b2c3f9a_1d2e_4f5a_8b9c_0d1e2f3a4b5c.slice/cri-containerd-gone.scope"
-	r.Keep(cgroupfs.Cgroup{
+	r.Keep(cgroupid.Cgroup{
 		Path:     gone,
-		Identity: cgroupfs.Identity{PodUID: "6b2c3f9a-1d2e-4f5a-8b9c-0d1e2f3a4b5c", ContainerID: "containerd://" + hexA, QoSClass: "burstable"},
-		Names:    cgroupfs.KubeNames{Namespace: "shop", Pod: "checkout-7d9f8b6c5-x2kqp"}, // the pod's only
+		Identity: cgroupid.Identity{PodUID: "6b2c3f9a-1d2e-4f5a-8b9c-0d1e2f3a4b5c", ContainerID: "containerd://" + hexA, QoSClass: "burstable"},
+		Names:    cgroupid.KubeNames{Namespace: "shop", Pod: "checkout-7d9f8b6c5-x2kqp"}, // the pod's only
 	}, 1)
 	ch := make(chan prometheus.Metric, 10)
 	exportGone(context.Background(), env, ch, r)

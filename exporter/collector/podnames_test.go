@@ -3,13 +3,9 @@
 package collector
 
 import (
-	"context"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
-
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 )
 
 // TestKubernetesNamesOnFixtureHost: the v2 systemd Kubernetes host with the kubelet's log
@@ -73,49 +69,6 @@ func TestKubernetesNamesOnFixtureHost(t *testing.T) {
 	}
 	if !strings.Contains(got, `quota_cpu_throttled_window_ratio_count{cgroup="`+podA+`/cri-containerd-`+hexA+`.scope",container="app"`) {
 		t.Errorf("the per-second histograms carry no names:\n%s", got)
-	}
-}
-
-// TestDiscoverQuotasMatchesDiscover: the sampler's quota-only rediscovery finds exactly the
-// cgroups with a CPU quota that the full discovery finds, on every fixture host.
-func TestDiscoverQuotasMatchesDiscover(t *testing.T) {
-	for _, h := range hosts {
-		t.Run(h.name, func(t *testing.T) {
-			env, err := NewEnv(installHost(t, h), discardLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := env.Cgroups.Layout()
-			all, _ := l.Discover(context.Background(), env.Cgroups.WalkOptions())
-			var want []string
-			for _, cg := range all {
-				if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
-					want = append(want, cg.Path)
-				}
-			}
-			quotas, _ := l.DiscoverQuotas(context.Background(), env.Cgroups.WalkOptions())
-			var got []string
-			for _, cg := range quotas {
-				got = append(got, cg.Path)
-			}
-			sort.Strings(got)
-			if strings.Join(got, "\n") != strings.Join(want, "\n") || len(want) == 0 {
-				t.Errorf("DiscoverQuotas = %q, want %q", got, want)
-			}
-			opts := env.Cgroups.WalkOptions() // the sampler's incremental walk, first and later walks
-			opts.Cache = &cgroupfs.ProbeCache{}
-			for walk := 1; walk <= 3; walk++ {
-				cached, _ := l.DiscoverQuotas(context.Background(), opts)
-				got = got[:0]
-				for _, cg := range cached {
-					got = append(got, cg.Path)
-				}
-				sort.Strings(got)
-				if strings.Join(got, "\n") != strings.Join(want, "\n") {
-					t.Errorf("DiscoverQuotas with a cache (walk %d) = %q, want %q", walk, got, want)
-				}
-			}
-		})
 	}
 }
 

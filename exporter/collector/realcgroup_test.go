@@ -97,6 +97,16 @@ func TestRealCgroupThrottling(t *testing.T) {
 	}
 	_ = burn.Wait()
 	waitEmpty(t, cg)
+	// The period timer still ticks a period or two after the last task left (it unthrottles
+	// the run queues, then finds the group idle and stops): wait until cpu.stat holds still.
+	for prev, i := cg.ReadKeyed("cpu", "cpu.stat"), 0; i < 50; i++ {
+		time.Sleep(300 * time.Millisecond)
+		cur := cg.ReadKeyed("cpu", "cpu.stat")
+		if cur["nr_periods"] == prev["nr_periods"] {
+			break
+		}
+		prev = cur
+	}
 
 	cpu, _ := newCPUCollector(env)
 	mfs := scrapeFamilies(t, env, map[string]Collector{"cpu": cpu, "throttle": thr})

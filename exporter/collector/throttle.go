@@ -4,14 +4,15 @@ package collector
 
 import (
 	"context"
-	"github.com/alecthomas/kingpin/v2"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/throttle"
 )
 
@@ -65,7 +66,7 @@ func newThrottleCollector(env *Env) (Collector, error) {
 // newThrottleSampler makes the collector without starting its sampler's loop (tests drive it).
 func newThrottleSampler(env *Env, window time.Duration, observe func(cgroup string, ratio float64)) *throttleCollector {
 	cfg := throttle.Config{Window: window, Cgroups: env.Cgroups, Descriptors: env.Descriptors, Gate: cgroupGate(env, "throttle"),
-		Labels: func(cg cgroupfs.Cgroup) []*dto.LabelPair {
+		Labels: func(cg cgroupid.Cgroup) []*dto.LabelPair {
 			return newEmitter(nil, cgroupLabels, cgroupLabelValues(cg)).pairs
 		},
 		Observe: observe}

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 )
 
@@ -25,16 +25,16 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 // cached0 is the first watched cgroup (tests use it as any cgroup).
-func cached0(s *cgroups.Source) cgroupfs.Cgroup {
+func cached0(s *cgroups.Source) cgroupid.Cgroup {
 	cgs, _ := s.Cgroups(context.Background())
 	if len(cgs) == 0 {
-		return cgroupfs.Cgroup{Path: "/"}
+		return cgroupid.Cgroup{Path: "/"}
 	}
 	return cgs[0]
 }
 
 // cgroupOf is the watched cgroup at path (a bare one when discovery does not list it).
-func cgroupOf(t testing.TB, env *Env, path string) cgroupfs.Cgroup {
+func cgroupOf(t testing.TB, env *Env, path string) cgroupid.Cgroup {
 	t.Helper()
 	cgs, _ := env.Cgroups.Cgroups(context.Background())
 	for _, cg := range cgs {
@@ -42,5 +42,5 @@ func cgroupOf(t testing.TB, env *Env, path string) cgroupfs.Cgroup {
 			return cg
 		}
 	}
-	return cgroupfs.Cgroup{Path: path}
+	return cgroupid.Cgroup{Path: path}
 }

@@ -12,6 +12,14 @@ local utils = import '../lib/utils.libsonnet';
     local on = 'on(%s)' % utils.labels(c.cgroupJoinLabels),
     // The cgroups alerts may name (and a sandbox never pages on its own).
     local inScope = 'and %s cgroup:quota_scope:info{scope!="sandbox"}' % on,
+    // OOM kills are counted once, at the killed process's cgroup (v1, v2 memory.events.local):
+    // a container's kill is its own even where its pod holds the limits (the container has no
+    // scope then), and a pod slice or a node-level slice counts none of its containers'.
+    local oomKills = 'cgroup:quota_memory_oom_kills:increase' + c.oomKilledWindow,
+    local killedInScope = |||
+      and %(on)s (cgroup:quota_scope:info{scope!="sandbox"} or %(kills)s{container_id!=""})
+      unless %(on)s cgroup:quota_scope:info{scope="sandbox"}
+    ||| % { on: on, kills: oomKills },
     // kube-state-metrics mode: the Kubernetes names joined from it (every cgroup has a series).
     local named(expr) =
       if c.kubeNamesSource == 'kube-state-metrics' then
@@ -237,7 +245,7 @@ local utils = import '../lib/utils.libsonnet';
           cgroupAlert(
             'QuotaContainerOOMKilled',
             c.severities.oomKilled,
-            'cgroup:quota_memory_oom_kills:increase%s\n%s\n' % [c.oomKilledWindow, inScope],
+            '%s\n%s' % [oomKills, killedInScope],
             null,
             'The OOM killer ended a process in a container.',
             '{{ $value | printf "%.0f" }} process(es) in ' + where + ' were killed by the OOM killer in the last '

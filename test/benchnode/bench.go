@@ -49,7 +49,7 @@ func Run(ctx context.Context, o Options) ([]*SizeResult, error) {
 	for _, n := range o.Sizes {
 		r, err := runSize(ctx, o, n)
 		if err != nil {
-			return out, fmt.Errorf("N=%d: %w", n, err)
+			return out, fmt.Errorf("at N=%d: %w", n, err)
 		}
 		out = append(out, r)
 	}

@@ -300,10 +300,10 @@ func waitReady(ctx context.Context, c *http.Client, url string, exited <-chan er
 func stopProcess(cmd *exec.Cmd, exited <-chan error) {
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
 	select {
-	case <-exited:
+	case <-exited: //nolint:errcheck // the exit status of a process this stops
 	case <-time.After(5 * time.Second):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
+		<-exited //nolint:errcheck // likewise
 	}
 }
 

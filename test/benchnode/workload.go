@@ -296,7 +296,7 @@ func RemoveTree(cgroup string) error {
 	for _, c := range hierarchies() {
 		top := Dir(c, cgroup)
 		var dirs []string
-		filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+		_ = filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, p)
 			}

@@ -41,7 +41,6 @@ type expectation struct {
 	process  string // the process label, for per-process alerts
 	// cgroupLevel: the alert aggregates its processes away (no process or runtime label).
 	cgroupLevel bool
-	severity    map[string]string
 	desc        func(limit string) []*regexp.Regexp
 	quotaCores  float64
 }

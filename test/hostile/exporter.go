@@ -170,10 +170,10 @@ func (e *Exporter) terminate(exited <-chan error) {
 	e.mu.Unlock()
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	select {
-	case <-exited:
+	case <-exited: //nolint:errcheck // the exit status of a process this stops
 	case <-time.After(10 * time.Second):
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-exited
+		<-exited //nolint:errcheck // likewise
 	}
 }
 

@@ -70,7 +70,6 @@ type fuseServer struct {
 	mnt   string
 	cmd   *exec.Cmd
 	in    *os.File
-	mu    sync.Mutex
 	conn  string // /sys/fs/fuse/connections/<minor>
 	once  sync.Once
 	lines chan string

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,8 +39,14 @@ var vmOverrides = map[string]podOverride{
 var vmResizes = []resize{{"jvm-gc-storm", "gc-storm", "200m", 0.2}, {"go-gomaxprocs", "gomaxprocs", "300m", 0.3}}
 
 // kindPods are the workloads of the kind-layout boot: both runtimes, every QoS class, an init
-// container, pod-level resources and a static pod.
-var kindPods = []string{"go-gomaxprocs", "go-healthy", "two-containers", "pod-level"}
+// container, pod-level resources and a static pod (the recorded tree v2-kubelet-kind is theirs);
+// kindLater come after the tree is recorded. No JVM: under emulation the JVMs' start-up and
+// GC storm alone saturate the VM, and the full v2 suite (KUBENODE_VM=all) runs them.
+var (
+	kindPods    = []string{"go-gomaxprocs", "go-healthy", "two-containers", "pod-level"}
+	kindLater   = []string{"oom"}
+	kindResizes = []resize{{"go-gomaxprocs", "gomaxprocs", "300m", 0.3}}
+)
 
 // testVMNode runs the suite on a cgroup v2 node with the systemd driver in a qemu VM, records
 // its cgroup tree, then runs a second kubelet in the VM with kind's cgroup root and checks the
@@ -85,6 +92,8 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 		start := time.Now()
 		must(t, c.SwitchKubelet(ctx, node.VMSpec{Name: "quota-kubenode-kind", Kind: true}))
 		tg.layout = c.Node.Layout()
+		tg.only = append(slices.Clone(kindPods), kindLater...)
+		tg.resizes = kindResizes
 		t.Logf("kind node up in %s", time.Since(start).Round(time.Millisecond))
 		// The exporter's DaemonSet runs on the new node too (deployed here when the suite was
 		// not run); monitoring for this subtest.
@@ -98,10 +107,62 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 		waitRunning(t, ctx, tg, len(kindPods)+2)
 		checkRuntimeLayout(t, ctx, tg)
 		recordTree(t, ctx, tg, "v2-kubelet-kind")
+		// Then the suite's assertions on the workloads that emulation affords (no JVM): the
+		// OOM kill counted once, an in-place resize within one scrape, each planted problem's
+		// alert once through Prometheus and Alertmanager, calm pods silent, diagnose.
+		applyWorkloads(t, ctx, tg, root, filepath.Join(work, "kind", "later"), kindLater)
+		exporterPod := waitRunning(t, ctx, tg, len(tg.only)+2)
+		checkResize(t, ctx, tg, fmt.Sprintf("http://%s:10137/metrics", exporterPod.Status.PodIP))
 		waitScraped(t, ctx, tg)
 		checkNames(t, ctx, tg)
+		waitAlerts(t, ctx, tg)
+		checkOOMOnce(t, ctx, tg)
+		checkCrunThrottling(t, ctx, tg)
+		checkDiagnose(t, ctx, tg, exporterPod.Metadata.Name)
 		t.Logf("kind took %s", time.Since(start).Round(time.Second))
 	})
+}
+
+// checkCrunThrottling: the Go program on crun burns more than its limit, which crun wrote to
+// the scope's "container" subgroup only; the kernel counts its throttling there. The
+// container's exported throttled periods rise with the subgroup's cpu.stat (never above it,
+// read after the query) and the sampler has windows of it.
+func checkCrunThrottling(t *testing.T, ctx context.Context, tg *target) {
+	sel := `{job="quota-exporter", namespace="kubenode", pod="go-gomaxprocs", container="gomaxprocs"}`
+	var exported, windows float64
+	for _, q := range []struct {
+		query string
+		into  *float64
+	}{{"max(quota_cpu_throttled_periods_total" + sel + ")", &exported}, {"max(quota_cpu_throttled_window_ratio_count" + sel + ")", &windows}} {
+		res, err := tg.mon.prom.Query(ctx, q.query)
+		must(t, err)
+		if len(res) == 1 {
+			*q.into = res[0].Value
+		}
+	}
+	var id string
+	for _, p := range pods(t, ctx, tg) {
+		for _, cs := range p.Status.ContainerStatuses {
+			if p.Metadata.Name == "go-gomaxprocs" && cs.Name == "gomaxprocs" {
+				id = strings.TrimPrefix(cs.ContainerID, "containerd://")
+			}
+		}
+	}
+	out, err := tg.Node.Exec(ctx, "sh", "-c", "cat $(find "+tg.layout.CPURoot+tg.layout.Kubepods+" -type d -name '*"+id+".scope')/container/cpu.stat")
+	must(t, err)
+	var kernel float64
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "nr_throttled" {
+			kernel, _ = strconv.ParseFloat(f[1], 64)
+		}
+	}
+	t.Logf("crun's subgroup: %g throttled periods in its cpu.stat; the container exports %g, and %g sampler windows", kernel, exported, windows)
+	if kernel == 0 {
+		t.Fatalf("the Go program on crun was never throttled (subgroup cpu.stat:\n%s)", out)
+	}
+	if exported <= 0 || exported > kernel || windows <= 0 {
+		t.Errorf("the crun container's throttling: exported %g throttled periods (kernel's subgroup %g), %g sampler windows; want 0 < exported <= kernel and windows", exported, kernel, windows)
+	}
 }
 
 // applyWorkloads applies testdata/pods/workloads.yaml (only the pods named in only, when

@@ -87,37 +87,28 @@ func init() { plugins.RegisterDefaultPlugins() }
 // ---- the exporter's metric names ----
 
 type exposition struct {
-	documented map[string]bool   // names in docs/metrics.md (or docs/dev/conventions.md)
-	docSource  string            // which file
+	documented map[string]bool   // names in docs/metrics.md
 	golden     map[string]string // family -> TYPE from exporter/**/testdata/*.golden.prom
 	goldenCols map[string]bool   // collectors that have golden coverage (quota_exporter_scrape_collector_success{collector})
 }
+
+// metricsDoc is the generated list of every metric the exporter exports.
+const metricsDoc = "docs/metrics.md"
 
 var metricToken = regexp.MustCompile(`\bquota_[a-z0-9_]+\b`)
 
 func loadExposition(t *testing.T) exposition {
 	t.Helper()
 	e := exposition{documented: map[string]bool{}, golden: map[string]string{}, goldenCols: map[string]bool{}}
-	for _, p := range []string{"docs/metrics.md", "docs/dev/conventions.md"} {
-		b, err := os.ReadFile(filepath.Join(root, p))
-		if err != nil {
-			continue
-		}
-		text := string(b)
-		if p == "docs/dev/conventions.md" {
-			// Only the metric list, not prose that mentions names in passing.
-			if i := strings.Index(text, "Metric names"); i >= 0 {
-				text = text[i:]
-			}
-		}
-		for _, m := range metricToken.FindAllString(text, -1) {
-			e.documented[m] = true
-		}
-		e.docSource = p
-		break
+	b, err := os.ReadFile(filepath.Join(root, metricsDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range metricToken.FindAllString(string(b), -1) {
+		e.documented[m] = true
 	}
 	if len(e.documented) == 0 {
-		t.Fatal("no metric list found in docs/metrics.md or docs/dev/conventions.md")
+		t.Fatalf("no metric names in %s", metricsDoc)
 	}
 	goldens, _ := filepath.Glob(filepath.Join(root, "exporter", "*", "testdata", "*.golden.prom"))
 	more, _ := filepath.Glob(filepath.Join(root, "exporter", "*", "*", "testdata", "*.golden.prom"))
@@ -162,7 +153,7 @@ func (e exposition) check(name string, recorded map[string]bool) string {
 		}
 	}
 	if !e.documented[family] && e.golden[family] == "" {
-		return fmt.Sprintf("%s is neither in %s nor in a golden exposition file", name, e.docSource)
+		return fmt.Sprintf("%s is neither in %s nor in a golden exposition file", name, metricsDoc)
 	}
 	if typ, ok := e.golden[family]; ok && histogramChild && typ != "histogram" && typ != "summary" {
 		return fmt.Sprintf("%s: %s is a %s in the golden exposition, not a histogram", name, family, typ)

@@ -173,6 +173,7 @@ func scenario(jvms []jvmCase) string {
 	w("sleep 1") // the exporter's discovery is shared for 500 ms: see the new container
 	w("section oom-scrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep oom_kills'")
 	w("section oom-pod-events cat $CG/%s/memory.events", podE.slice)
+	w("section oom-pod-events-local cat $CG/%s/memory.events.local", podE.slice)
 	w("mkcg %s", lateOOM)
 	set(lateOOM, "memory.max", fmt.Sprint(64<<20))
 	w("runin %s sleep 1000", lateOOM)
@@ -185,6 +186,7 @@ func scenario(jvms []jvmCase) string {
 	w("sleep 1")
 	w("section oom-late-scrape sh -c 'wget -q -O - http://127.0.0.1:10137/metrics | grep oom_kills'")
 	w("section oom-late-pod-events cat $CG/%s/memory.events", podE.slice)
+	w("section oom-late-pod-events-local cat $CG/%s/memory.events.local", podE.slice)
 	w("section go-own cat /tmp/go-own.out")
 	w("section go-pod cat /tmp/go-pod.out")
 	w("section arenas cat /tmp/arenas.out")

@@ -184,6 +184,10 @@ var checks = []fileCheck{
 // driver (docs/cgroups.md, node layouts).
 var kubeletCgroup = regexp.MustCompile(`-pod[0-9a-f_]+\.slice$|^(cri-containerd|crio|docker)-[0-9a-f]{64}\.scope$`)
 
+// containerCgroup matches the last segment of a container's cgroup: its OOM kills are
+// memory.events' (its descendants are its own), every other cgroup's memory.events.local's.
+var containerCgroup = regexp.MustCompile(`^(cri-containerd|crio|docker)-[0-9a-f]{64}\.scope$`)
+
 // Every per-cgroup figure the exporter gives for the scenario's cgroups equals the kernel
 // file read just before and just after the scrape (with the workloads frozen).
 func TestFiguresEqualKernelFiles(t *testing.T) {
@@ -207,6 +211,9 @@ func TestFiguresEqualKernelFiles(t *testing.T) {
 			continue
 		}
 		for _, c := range checks {
+			if c.metric == "quota_memory_oom_kills_total" && !containerCgroup.MatchString(path.Base(cg)) {
+				c.file = "memory.events.local"
+			}
 			got, ok := r.scrape.value(c.metric, cg, c.pairs...)
 			if !ok {
 				if c.need {
@@ -437,10 +444,23 @@ func TestOOMKillOutlivesItsCgroup(t *testing.T) {
 	if n, ok := after.value("quota_memory_oom_kills_total", restarted); !ok || n != 0 {
 		t.Errorf("the restarted container: %v (present %v), want 0", n, ok)
 	}
-	if n, _ := after.value("quota_memory_oom_kills_total", podE.slice); n != 1 {
-		t.Errorf("the pod's hierarchical oom_kill count %v, want 1", n)
+	// The pod's memory.events repeats the container's kill; the exporter counts the pod's own
+	// (memory.events.local), so that the kill is counted once.
+	podKills := func(section string) float64 {
+		t.Helper()
+		k, ok := kernel{"pod/memory.events": r.res.Section(section)}.keyed("pod", "memory.events", "oom_kill")
+		if !ok {
+			t.Fatalf("no oom_kill in %s:\n%s", section, r.res.Section(section))
+		}
+		return k
 	}
-	t.Logf("removed container: oom kills %v; its pod: 1; restarted container: 0", old)
+	if tree := podKills("oom-pod-events"); tree != 1 {
+		t.Errorf("the pod's memory.events oom_kill %v, want 1 (the container's kill, counted up the hierarchy)", tree)
+	}
+	if n, _ := after.value("quota_memory_oom_kills_total", podE.slice); n != podKills("oom-pod-events-local") || n != 0 {
+		t.Errorf("the pod's quota_memory_oom_kills_total %v, want its memory.events.local oom_kill %v, 0", n, podKills("oom-pod-events-local"))
+	}
+	t.Logf("removed container: oom kills %v; its pod: 0 (its memory.events: 1); restarted container: 0", old)
 
 	// The late watcher: the second container's kill and removal happened while the exporter
 	// was stopped; the pod's count gives it, once, and the first container keeps its 1.
@@ -452,8 +472,11 @@ func TestOOMKillOutlivesItsCgroup(t *testing.T) {
 	if n, _ := late.value("quota_memory_oom_kills_total", oomed); n != 1 {
 		t.Errorf("the first removed container: %v after the second kill, want 1", n)
 	}
-	if n, _ := late.value("quota_memory_oom_kills_total", podE.slice); n != 2 {
-		t.Errorf("the pod's oom_kill %v, want 2", n)
+	if tree := podKills("oom-late-pod-events"); tree != 2 {
+		t.Errorf("the pod's memory.events oom_kill %v after the second kill, want 2", tree)
+	}
+	if n, _ := late.value("quota_memory_oom_kills_total", podE.slice); n != podKills("oom-late-pod-events-local") || n != 0 {
+		t.Errorf("the pod's quota_memory_oom_kills_total %v after the second kill, want its memory.events.local oom_kill %v, 0", n, podKills("oom-late-pod-events-local"))
 	}
 }
 

@@ -6,18 +6,18 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
 // podCgroups are a node's cgroups: pods pods of a pod cgroup and two containers each.
-func podCgroups(pods int) []cgroupfs.Cgroup {
-	var cgs []cgroupfs.Cgroup
+func podCgroups(pods int) []cgroupid.Cgroup {
+	var cgs []cgroupid.Cgroup
 	for p := range pods {
 		uid := "0b7c1f4e-0000-4000-8000-" + strconv.Itoa(100000000000+p)
 		pod := "/kubepods/burstable/pod" + uid
-		cgs = append(cgs, cgroupfs.Cgroup{Path: pod, Identity: cgroupfs.Identity{PodUID: uid}})
+		cgs = append(cgs, cgroupid.Cgroup{Path: pod, Identity: cgroupid.Identity{PodUID: uid}})
 		for c := range 2 {
-			cgs = append(cgs, cgroupfs.Cgroup{Path: pod + "/" + strconv.Itoa(c), Identity: cgroupfs.Identity{PodUID: uid, ContainerID: "containerd://" + strconv.Itoa(c)}})
+			cgs = append(cgs, cgroupid.Cgroup{Path: pod + "/" + strconv.Itoa(c), Identity: cgroupid.Identity{PodUID: uid, ContainerID: "containerd://" + strconv.Itoa(c)}})
 		}
 	}
 	return cgs

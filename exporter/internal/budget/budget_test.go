@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
 // units are n units of each tenant in turn: tenants{"a": 3, "b": 1} in order "a a a b".
@@ -123,20 +123,20 @@ func TestFill(t *testing.T) {
 
 func TestTenantOf(t *testing.T) {
 	for _, c := range []struct {
-		cg        cgroupfs.Cgroup
+		cg        cgroupid.Cgroup
 		key, name string
 	}{
-		{cgroupfs.Cgroup{Path: "/kubepods.slice/kubepods-pod1.slice/cri-containerd-x.scope",
-			Identity: cgroupfs.Identity{PodUID: "1234", ContainerID: "containerd://x"},
-			Names:    cgroupfs.KubeNames{Namespace: "ns", Pod: "web"}}, "1234", "ns/web"},
-		{cgroupfs.Cgroup{Path: "/kubepods/pod1234", Identity: cgroupfs.Identity{PodUID: "1234"}}, "1234", "pod 1234"},
-		{cgroupfs.Cgroup{Path: "/docker/abc", Identity: cgroupfs.Identity{ContainerID: "docker://abc"}}, "docker://abc", "docker://abc"},
-		{cgroupfs.Cgroup{Path: "/system.slice/foo.service/x"}, "/system.slice/foo.service", "/system.slice/foo.service"},
-		{cgroupfs.Cgroup{Path: "/user.slice/user-1000.slice/user@1000.service/app.slice/a.scope"}, "/user.slice/user-1000.slice/user@1000.service", "/user.slice/user-1000.slice/user@1000.service"},
-		{cgroupfs.Cgroup{Path: "/system.slice"}, "/system.slice", "/system.slice"},
-		{cgroupfs.Cgroup{Path: "/hostile"}, "/hostile", "/hostile"},
-		{cgroupfs.Cgroup{Path: "/hostile/c0001/x"}, "/hostile", "/hostile"},
-		{cgroupfs.Cgroup{Path: "/"}, "/", "/"},
+		{cgroupid.Cgroup{Path: "/kubepods.slice/kubepods-pod1.slice/cri-containerd-x.scope",
+			Identity: cgroupid.Identity{PodUID: "1234", ContainerID: "containerd://x"},
+			Names:    cgroupid.KubeNames{Namespace: "ns", Pod: "web"}}, "1234", "ns/web"},
+		{cgroupid.Cgroup{Path: "/kubepods/pod1234", Identity: cgroupid.Identity{PodUID: "1234"}}, "1234", "pod 1234"},
+		{cgroupid.Cgroup{Path: "/docker/abc", Identity: cgroupid.Identity{ContainerID: "docker://abc"}}, "docker://abc", "docker://abc"},
+		{cgroupid.Cgroup{Path: "/system.slice/foo.service/x"}, "/system.slice/foo.service", "/system.slice/foo.service"},
+		{cgroupid.Cgroup{Path: "/user.slice/user-1000.slice/user@1000.service/app.slice/a.scope"}, "/user.slice/user-1000.slice/user@1000.service", "/user.slice/user-1000.slice/user@1000.service"},
+		{cgroupid.Cgroup{Path: "/system.slice"}, "/system.slice", "/system.slice"},
+		{cgroupid.Cgroup{Path: "/hostile"}, "/hostile", "/hostile"},
+		{cgroupid.Cgroup{Path: "/hostile/c0001/x"}, "/hostile", "/hostile"},
+		{cgroupid.Cgroup{Path: "/"}, "/", "/"},
 	} {
 		if k, n := TenantOf(c.cg), TenantName(c.cg); k != c.key || n != c.name {
 			t.Errorf("%s: tenant %q named %q, want %q named %q", c.cg.Path, k, n, c.key, c.name)
@@ -217,12 +217,12 @@ func TestBookSkipsLiveAndSorted(t *testing.T) {
 	}
 }
 
-func pod(uid string) cgroupfs.Cgroup {
-	return cgroupfs.Cgroup{Path: "/kubepods/pod" + uid, Identity: cgroupfs.Identity{PodUID: uid}}
+func pod(uid string) cgroupid.Cgroup {
+	return cgroupid.Cgroup{Path: "/kubepods/pod" + uid, Identity: cgroupid.Identity{PodUID: uid}}
 }
 
 // send takes n series of cg's tenant from m and returns how many were allowed.
-func send(m *Meter, cg cgroupfs.Cgroup, n int) int {
+func send(m *Meter, cg cgroupid.Cgroup, n int) int {
 	q, sent := m.For(cg), 0
 	for range n {
 		if q.Take(40) {

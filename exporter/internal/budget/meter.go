@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
 // Meter counts one scrape's series per tenant against the series budget. A collector asks
@@ -35,7 +35,7 @@ type Quota struct {
 	limit   int64
 	asked   atomic.Int64 // series the collectors wanted to send
 	dropped atomic.Int64 // within the tenant's allowance, refused by the node-wide backstop
-	cg      cgroupfs.Cgroup
+	cg      cgroupid.Cgroup
 }
 
 // NewMeter starts metering one scrape's series (nil when the series budget is off).
@@ -51,7 +51,7 @@ func (b *Book) NewMeter() *Meter {
 }
 
 // For is the quota of cg's tenant in this scrape (nil for a nil Meter).
-func (m *Meter) For(cg cgroupfs.Cgroup) *Quota {
+func (m *Meter) For(cg cgroupid.Cgroup) *Quota {
 	if m == nil {
 		return nil
 	}

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
 // TenantOf is the key of the tenant a cgroup belongs to: its pod's UID; off Kubernetes its
@@ -15,7 +15,7 @@ import (
 // /user.slice/user-1000.slice/user@1000.service), and "/" for the root. The three never
 // collide: a UID has no slash, an id has "://", a path starts with "/". It allocates
 // nothing: the key is a field or a prefix of the path.
-func TenantOf(cg cgroupfs.Cgroup) string {
+func TenantOf(cg cgroupid.Cgroup) string {
 	switch {
 	case cg.Identity.PodUID != "":
 		return cg.Identity.PodUID
@@ -27,7 +27,7 @@ func TenantOf(cg cgroupfs.Cgroup) string {
 
 // TenantName is how a reader knows cg's tenant: namespace/pod when the kubelet names the pod,
 // else its key ("pod <uid>" for a pod). Tenants choose these strings: print them escaped.
-func TenantName(cg cgroupfs.Cgroup) string {
+func TenantName(cg cgroupid.Cgroup) string {
 	switch {
 	case cg.Identity.PodUID != "" && cg.Names.Pod != "":
 		return cg.Names.Namespace + "/" + cg.Names.Pod
@@ -61,13 +61,13 @@ func topLevel(path string) string {
 // AllotCgroups is Allot over cgroups, each tenant's shallowest first (its pod or top cgroup,
 // then its containers, then what lies below them), so that what a tenant keeps is its top
 // and not a corner of its subtree. cgs are in any order; keep is by index into cgs.
-func AllotCgroups(cgs []cgroupfs.Cgroup, l Limit, name string) (keep []bool, skips []Skip) {
-	return AllotCgroupsAt(len(cgs), func(i int) *cgroupfs.Cgroup { return &cgs[i] }, l, name)
+func AllotCgroups(cgs []cgroupid.Cgroup, l Limit, name string) (keep []bool, skips []Skip) {
+	return AllotCgroupsAt(len(cgs), func(i int) *cgroupid.Cgroup { return &cgs[i] }, l, name)
 }
 
 // AllotCgroupsAt is AllotCgroups over the n cgroups at(0) ... at(n-1), for a caller that
 // selects cgroups from a larger set without copying them.
-func AllotCgroupsAt(n int, at func(i int) *cgroupfs.Cgroup, l Limit, name string) (keep []bool, skips []Skip) {
+func AllotCgroupsAt(n int, at func(i int) *cgroupid.Cgroup, l Limit, name string) (keep []bool, skips []Skip) {
 	u := Units{N: n, Tenant: func(i int) string { return TenantOf(*at(i)) }, Name: func(i int) string { return TenantName(*at(i)) }}
 	if keep, _ = Allot(u, l, name); keep == nil { // within every budget: the usual case, no sort
 		return nil, nil

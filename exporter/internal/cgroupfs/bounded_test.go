@@ -49,8 +49,8 @@ func TestFIFOsDoNotBlock(t *testing.T) {
 	}
 	_, err := ReadProcs(dir)
 	check("ReadProcs", err)
-	_, err = hasProcs(dir)
-	check("hasProcs", err)
+	_, err = HasProcs(dir)
+	check("HasProcs", err)
 	_, err = readCPUMaxV2(dir)
 	check("cpu.max", err)
 	_, err = ReadCPUStat(dir)

@@ -181,6 +181,7 @@ func readMemoryStatsV2(dir string) (Memory, error) {
 	}); err != nil {
 		return m, err
 	}
+	m.OOMKills = OOMKilled(m.OOMKills, m.Events.OOMGroupKill)
 	return m, nil
 }
 

@@ -19,8 +19,10 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/readerr"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -30,7 +32,7 @@ const DiscoveryMaxAge = 500 * time.Millisecond
 
 // settingsMaxAge: weight, shares, burst and cpuset change only when someone resizes the
 // container; re-reading them every scrape was a quarter of the scrape's file reads. Discovery
-// keeps the quota and memory limit as long (cgroupfs.ProbeCache).
+// keeps the quota and memory limit as long (ProbeCache).
 const settingsMaxAge = 30 * time.Second
 
 // SettingsBudget bounds one read of a cgroup's settings files. They are kernfs files opened
@@ -48,8 +50,9 @@ const DiscoveryErrors = "discovery"
 // process source. Each fresh walk forgets the settings of cgroups that are gone.
 type Source struct {
 	layout *cgroupfs.Layout
-	opts   cgroupfs.WalkOptions
-	errors Recorder
+	opts   WalkOptions
+	// readErrors are the directories walks could not read, until ReadErrors takes them.
+	readErrors readerr.Log
 
 	// MaxAge is how long a walk serves (DiscoveryMaxAge; tests set 0 before the first walk).
 	MaxAge time.Duration
@@ -105,7 +108,7 @@ type Options struct {
 }
 
 // New reads the hierarchy layout from mountinfo.
-func New(o Options, logger *slog.Logger, errs Recorder) (*Source, error) {
+func New(o Options, logger *slog.Logger) (*Source, error) {
 	layout, err := cgroupfs.ReadLayout(o.ProcPath, o.SysPath)
 	if err != nil {
 		return nil, err
@@ -126,13 +129,12 @@ func New(o Options, logger *slog.Logger, errs Recorder) (*Source, error) {
 	}
 	bare := o.BareRuntime
 	if bare == "" {
-		bare = cgroupfs.RuntimeContainerd
+		bare = cgroupid.RuntimeContainerd
 	}
 	return &Source{
 		layout: layout,
-		opts: cgroupfs.WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
-			Cache: &cgroupfs.ProbeCache{MaxAge: settingsMaxAge}},
-		errors:       errs,
+		opts: WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
+			Cache: &ProbeCache{MaxAge: settingsMaxAge}},
 		names:        o.Names,
 		logger:       logger,
 		hostPIDs:     host,
@@ -154,14 +156,14 @@ func (s *Source) Expire() {
 }
 
 // WalkOptions are the options of the scrape's discovery walk (a copy).
-func (s *Source) WalkOptions() cgroupfs.WalkOptions { return s.opts }
+func (s *Source) WalkOptions() WalkOptions { return s.opts }
 
 // Layout is the hierarchy layout found at start.
 func (s *Source) Layout() *cgroupfs.Layout { return s.layout }
 
 // Snapshot returns the last walk when younger than MaxAge, else walks the hierarchies.
-// The walk's unreadable directories are counted here (collector "discovery") when the walk
-// finds them, and returned in Errs marked as counted, so a collector can mark itself
+// The walk's unreadable directories are kept for ReadErrors (collector "discovery") when the
+// walk finds them, and returned in Errs marked as counted, so a collector can mark itself
 // failed without counting them again. Concurrent callers share one walk, and each waits for
 // it only until its own ctx ends (then it gets an empty snapshot, Generation 0, and a
 // timeout): no caller waits on a lock held across the walk's system calls. A walk cut short
@@ -183,12 +185,17 @@ func (s *Source) Snapshot(ctx context.Context) *Snapshot {
 	case <-w.done:
 		return w.snap
 	case <-ctx.Done():
-		return &Snapshot{Errs: []cgroupfs.WalkError{{Path: "/", Err: Counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}}
+		return &Snapshot{Errs: []WalkError{{Path: "/", Err: Counted{fmt.Errorf("waiting for cgroup discovery: %w", procread.ErrTimeout)}}}}
 	}
 }
 
+// ReadErrors takes the directories and files the walks could not read since the last call, by
+// reason: the exporter counts them under collector DiscoveryErrors, whatever collectors are
+// enabled.
+func (s *Source) ReadErrors() []readerr.Batch { return s.readErrors.Take() }
+
 // Cgroups is Snapshot's cgroups and walk errors.
-func (s *Source) Cgroups(ctx context.Context) ([]cgroupfs.Cgroup, []cgroupfs.WalkError) {
+func (s *Source) Cgroups(ctx context.Context) ([]cgroupid.Cgroup, []WalkError) {
 	snap := s.Snapshot(ctx)
 	return snap.Cgroups, snap.Errs
 }
@@ -200,7 +207,7 @@ type walk struct {
 }
 
 func (s *Source) runWalk(ctx context.Context, w *walk) {
-	d := s.layout.DiscoverAll(ctx, s.opts)
+	d := DiscoverAll(ctx, s.layout, s.opts)
 	cgs, errs := d.Cgroups, d.Errs
 	if s.dropPIDs {
 		for i := range cgs {
@@ -212,7 +219,7 @@ func (s *Source) runWalk(ctx context.Context, w *walk) {
 	}
 	s.logSkipped(d.Skipped)
 	for i, we := range errs {
-		s.errors.Record(DiscoveryErrors, we.Path, we.Err)
+		s.readErrors.Add(we.Path, we.Err)
 		errs[i].Err = Counted{we.Err}
 	}
 	cgs = s.withinBudget(cgs)
@@ -265,7 +272,7 @@ const skippedLogEvery = 5 * time.Minute
 
 // logSkipped logs one line when a walk finds more cgroups below containers than the last one
 // logged, at most every skippedLogEvery; the count is exported by the snapshot's Skipped.
-func (s *Source) logSkipped(sk cgroupfs.Skipped) {
+func (s *Source) logSkipped(sk Skipped) {
 	s.skippedMu.Lock()
 	defer s.skippedMu.Unlock()
 	if sk.BelowContainer <= s.skippedLogged || time.Since(s.skippedAt) < skippedLogEvery {
@@ -281,7 +288,7 @@ func (s *Source) logSkipped(sk cgroupfs.Skipped) {
 
 // labelPaths gives each cgroup its path as a label value unique among cgs: a tenant may name
 // two of its cgroups alike but for a control character, which cleaning replaces.
-func labelPaths(cgs []cgroupfs.Cgroup) {
+func labelPaths(cgs []cgroupid.Cgroup) {
 	paths := make([]string, len(cgs))
 	for i := range cgs {
 		paths[i] = cgs[i].Path
@@ -294,7 +301,7 @@ func labelPaths(cgs []cgroupfs.Cgroup) {
 // withinBudget keeps the cgroups the cgroup budget allows (each tenant's top ones first) and
 // records the tenants it cut. What is left out is not exported, sampled, watched for OOM
 // kills or listed for processes: for the rest of the exporter it does not exist.
-func (s *Source) withinBudget(cgs []cgroupfs.Cgroup) []cgroupfs.Cgroup {
+func (s *Source) withinBudget(cgs []cgroupid.Cgroup) []cgroupid.Cgroup {
 	if s.budgets == nil {
 		return cgs
 	}
@@ -325,7 +332,7 @@ type CPUSettings struct {
 // timeout and skipped by the gate while stuck (quota_exporter_stuck_reads{collector="discovery",
 // kind="cpu settings"}); until it returns, callers get the last settings read (or none)
 // at once, without an error.
-func (s *Source) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) {
+func (s *Source) Settings(cg cgroupid.Cgroup, report bool) (CPUSettings, error) {
 	s.settingsMu.Lock()
 	st, ok := s.settings[cg.Path]
 	if !ok || time.Since(st.at) >= settingsMaxAge {
@@ -348,7 +355,7 @@ func (s *Source) Settings(cg cgroupfs.Cgroup, report bool) (CPUSettings, error) 
 }
 
 // readSettings reads cg's settings under the budget and the gate and stores the result.
-func (s *Source) readSettings(cg cgroupfs.Cgroup) {
+func (s *Source) readSettings(cg cgroupid.Cgroup) {
 	type result struct {
 		st  CPUSettings
 		err error
@@ -378,7 +385,7 @@ func (s *Source) readSettings(cg cgroupfs.Cgroup) {
 }
 
 // forgetSettings drops the settings of cgroups that are gone.
-func (s *Source) forgetSettings(cgs []cgroupfs.Cgroup) {
+func (s *Source) forgetSettings(cgs []cgroupid.Cgroup) {
 	seen := make(map[string]bool, len(cgs))
 	for _, cg := range cgs {
 		seen[cg.Path] = true
@@ -392,7 +399,7 @@ func (s *Source) forgetSettings(cgs []cgroupfs.Cgroup) {
 	}
 }
 
-func readCPUSettings(l *cgroupfs.Layout, cg cgroupfs.Cgroup) (CPUSettings, error) {
+func readCPUSettings(l *cgroupfs.Layout, cg cgroupid.Cgroup) (CPUSettings, error) {
 	st := CPUSettings{at: time.Now()}
 	if l.CPU == nil {
 		return st, nil
@@ -433,7 +440,7 @@ func pathFilter(include, exclude *regexp.Regexp) func(string) bool {
 
 // JVMCgroup describes a JVM's cgroup as the JVM's container detection sees it: the quota
 // discovery read, shares or weight from the settings cache, the ancestors' limits.
-func (s *Source) JVMCgroup(cg cgroupfs.Cgroup) jvm.CgroupCPU {
+func (s *Source) JVMCgroup(cg cgroupid.Cgroup) jvm.CgroupCPU {
 	l := s.Layout()
 	var out jvm.CgroupCPU
 	if l.CPU != nil {

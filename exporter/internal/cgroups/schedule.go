@@ -75,7 +75,7 @@ func (s *Source) schedule(ctx context.Context) {
 // dirsChanged lists the directories and tells whether they differ from *prev (always true
 // for the first listing and for an incomplete one), recording the new set.
 func (s *Source) dirsChanged(ctx context.Context, prev *map[string]bool) bool {
-	paths, errs := s.layout.Paths(ctx, s.opts)
+	paths, errs := Paths(ctx, s.layout, s.opts)
 	if len(errs) > 0 || ctx.Err() != nil {
 		*prev = nil
 		return true

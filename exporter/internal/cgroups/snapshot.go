@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
 // Snapshot is one complete discovery walk, published by the cgroup source and never
@@ -15,30 +16,30 @@ type Snapshot struct {
 	// Generation counts the published walks, from 1.
 	Generation uint64
 	At         time.Time
-	Cgroups    []cgroupfs.Cgroup
+	Cgroups    []cgroupid.Cgroup
 	// Errs are the walk's unreadable directories, already counted (Counted).
-	Errs []cgroupfs.WalkError
+	Errs []WalkError
 	// Skipped counts the cgroups the walk found and does not export (below containers, conmon).
-	Skipped cgroupfs.Skipped
+	Skipped Skipped
 	// Bindings are each cgroup's binding limit (by path), from the walk's own limits: a
 	// limited ancestor hidden by a path filter is not in them (the binding collector reads it).
-	Bindings map[string]cgroupfs.Binding
+	Bindings map[string]Binding
 	own      map[string]cgroupfs.Limits
 }
 
-func newSnapshot(gen uint64, cgs []cgroupfs.Cgroup, errs []cgroupfs.WalkError) *Snapshot {
+func newSnapshot(gen uint64, cgs []cgroupid.Cgroup, errs []WalkError) *Snapshot {
 	return &Snapshot{Generation: gen, At: time.Now(), Cgroups: cgs, Errs: errs,
-		Bindings: cgroupfs.Bindings(cgs, nil), own: cgroupfs.OwnLimits(cgs)}
+		Bindings: Bindings(cgs, nil), own: OwnLimits(cgs)}
 }
 
 // BindingAbove is the binding limit of path's ancestors, path's own limits left out: what
 // a JVM (JDK 24+) reads besides its own cgroup's.
-func (snap *Snapshot) BindingAbove(path string) cgroupfs.Binding {
+func (snap *Snapshot) BindingAbove(path string) Binding {
 	if snap == nil || path == "/" || path == "" {
-		return cgroupfs.Binding{}
+		return Binding{}
 	}
 	parent := filepath.Dir(path)
-	return cgroupfs.BindingOf(parent, func(p string) cgroupfs.Limits { return snap.own[p] })
+	return BindingOf(parent, func(p string) cgroupfs.Limits { return snap.own[p] })
 }
 
 // Latest is the last complete walk's snapshot (nil before the first), without waiting for
@@ -51,7 +52,7 @@ type Delta struct {
 	// Added are Next's cgroups not in Prev, and those that Prev had in fewer hierarchies (a
 	// v1 runtime makes a container's cpu and memory directories one after the other);
 	// Removed are Prev's not in Next (by path).
-	Added, Removed []cgroupfs.Cgroup
+	Added, Removed []cgroupid.Cgroup
 }
 
 // Subscription tells one consumer of the cgroup source that a walk was published. C has
@@ -120,8 +121,8 @@ func (sub *Subscription) Next() (d Delta, ok bool) {
 }
 
 // diff lists the cgroups of next not in prev, and of prev not in next, by path.
-func diff(prev, next *Snapshot) (added, removed []cgroupfs.Cgroup) {
-	old := map[string]cgroupfs.Cgroup{}
+func diff(prev, next *Snapshot) (added, removed []cgroupid.Cgroup) {
+	old := map[string]cgroupid.Cgroup{}
 	if prev != nil {
 		for _, cg := range prev.Cgroups {
 			old[cg.Path] = cg

@@ -11,13 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
-
-type countErrs struct{ n int }
-
-func (c *countErrs) Record(_, _ string, _ error) string { c.n++; return "" }
 
 const (
 	pod       = "/kubepods.slice/kubepods-podA.slice"
@@ -36,7 +32,7 @@ func fixtureSource(t *testing.T) (*Source, string) {
 		t.Fatal(err)
 	}
 	src, err := New(Options{ProcPath: filepath.Join(root, "proc"), SysPath: filepath.Join(root, "sys")},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), &countErrs{})
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +152,7 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-func paths(cgs []cgroupfs.Cgroup) []string {
+func paths(cgs []cgroupid.Cgroup) []string {
 	var out []string
 	for _, cg := range cgs {
 		out = append(out, cg.Path)
@@ -169,8 +165,8 @@ func paths(cgs []cgroupfs.Cgroup) []string {
 // the consumers of the memory hierarchy (the OOM watcher).
 func TestDeltaAddsCgroupThatReachedAnotherHierarchy(t *testing.T) {
 	const p = "/kubepods/pod1/c1"
-	prev := &Snapshot{Cgroups: []cgroupfs.Cgroup{{Path: p, InCPU: true}, {Path: "/stays", InCPU: true, InMemory: true}}}
-	next := &Snapshot{Cgroups: []cgroupfs.Cgroup{{Path: p, InCPU: true, InMemory: true}, {Path: "/stays", InCPU: true, InMemory: true}}}
+	prev := &Snapshot{Cgroups: []cgroupid.Cgroup{{Path: p, InCPU: true}, {Path: "/stays", InCPU: true, InMemory: true}}}
+	next := &Snapshot{Cgroups: []cgroupid.Cgroup{{Path: p, InCPU: true, InMemory: true}, {Path: "/stays", InCPU: true, InMemory: true}}}
 	added, removed := diff(prev, next)
 	if len(added) != 1 || added[0].Path != p || !added[0].InMemory || len(removed) != 0 {
 		t.Errorf("added %v, removed %v; want %s added in memory, nothing removed", paths(added), paths(removed), p)

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
 // inotify is the cgroup v2 backend: the kernel notifies changes of memory.events, and the
@@ -36,6 +37,12 @@ type inotifyState struct {
 	lost                     bool
 	parentOK                 bool // parentBase was read
 	parentBase, observedBase uint64
+	// tree is memory.events' oom_kill (with the descendants') as last read: what observed
+	// sums. kills is the same for a container; for other cgroups, when the kernel has
+	// memory.events.local (ownLocal, decided at watch), that file's: the cgroup's own kills,
+	// as the memory collector exports them (cgroupid.OOMKillsWithDescendants).
+	tree     uint64
+	ownLocal bool
 }
 
 func newInotify(w *Watcher) (*inotify, error) {
@@ -57,7 +64,13 @@ func (b *inotify) watch(c *cgroup) error {
 		return errGone // nothing to watch
 	}
 	c.handle = int32(wd)
-	c.kills, _ = readKills(c.dir)
+	c.tree, _ = readKills(c.dir)
+	c.kills = c.tree
+	if !cgroupid.OOMKillsWithDescendants(c.cg.Kind) {
+		if own, ok, err := cgroupfs.ReadOOMKillsLocal(c.dir); ok && err == nil {
+			c.kills, c.ownLocal = own, true
+		}
+	}
 	c.parentBase, c.parentOK = b.readParent(c)
 	return nil
 }
@@ -156,7 +169,11 @@ func (b *inotify) attributeLost(c *cgroup, parentNow uint64) {
 	explained := b.observed[parent] - c.observedBase
 	if parentNow > c.parentBase+explained {
 		extra := parentNow - c.parentBase - explained
-		c.kills += extra
+		if !c.ownLocal {
+			// A cgroup that counts its own kills only cannot tell them from its
+			// descendants' (exported there) in its parent's count: nothing is added.
+			c.kills += extra
+		}
 		b.observed[parent] += extra
 	}
 }
@@ -183,12 +200,16 @@ func (b *inotify) events() {
 			}
 			if ev.Mask&syscall.IN_MODIFY != 0 {
 				k, err := readKills(c.dir)
+				own := k
+				if err == nil && c.ownLocal {
+					own, _, err = cgroupfs.ReadOOMKillsLocal(c.dir)
+				}
 				w.mu.Lock()
 				if err == nil {
-					if k > c.kills {
-						b.observed[parentPath(c.cg.Path)] += k - c.kills
+					if k > c.tree {
+						b.observed[parentPath(c.cg.Path)] += k - c.tree
 					}
-					c.kills = k
+					c.tree, c.kills = k, own
 				} else { // gone (ENOENT, or ENODEV for a file opened as kernfs removed it)
 					c.lost = true
 				}
@@ -201,11 +222,12 @@ func (b *inotify) events() {
 	}
 }
 
-// readKills reads oom_kill from a v2 cgroup's memory.events.
+// readKills reads the processes the OOM killer killed from a v2 cgroup's memory.events
+// (cgroupfs.OOMKilled: a group kill's victim once).
 func readKills(dir string) (uint64, error) {
 	m, err := cgroupfs.ReadMemoryEvents(dir)
 	if err != nil {
 		return 0, err
 	}
-	return m["oom_kill"], nil
+	return cgroupfs.OOMKilled(m["oom_kill"], m["oom_group_kill"]), nil
 }

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 )
 
@@ -52,7 +53,7 @@ type Config struct {
 	Logger      *slog.Logger
 	// Name, if set, names a retained cgroup again when it was watched before the kubelet named
 	// it (see Retained.Gone).
-	Name func(*cgroupfs.Cgroup)
+	Name func(*cgroupid.Cgroup)
 }
 
 // backend delivers one cgroup version's OOM notifications to the Watcher. The Watcher calls
@@ -76,7 +77,7 @@ type backend interface {
 // cgroup is one watched memory cgroup. cg, dir and handle do not change once it is
 // registered; the rest is guarded by Watcher.mu.
 type cgroup struct {
-	cg     cgroupfs.Cgroup
+	cg     cgroupid.Cgroup
 	dir    string // its directory in the memory hierarchy
 	handle int32  // the backend's key of its notifications: inotify watch (v2), eventfd (v1)
 	kills  uint64 // oom_kill as last read, plus kills attributed to it when a read was lost
@@ -97,7 +98,7 @@ type Watcher struct {
 	closed    bool
 	byPath    map[string]*cgroup
 	byHandle  map[int32]*cgroup
-	unwatched map[string]cgroupfs.Cgroup // could not watch (budget, no inotify watch left, refused): tried again at each Watch
+	unwatched map[string]cgroupid.Cgroup // could not watch (budget, no inotify watch left, refused): tried again at each Watch
 	warned    bool                       // the budget's warning was logged
 }
 
@@ -112,7 +113,7 @@ func New(cfg Config) (*Watcher, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	w := &Watcher{layout: l, logger: logger, retained: NewRetained(cfg.Retention, cfg.Name),
-		byPath: map[string]*cgroup{}, byHandle: map[int32]*cgroup{}, unwatched: map[string]cgroupfs.Cgroup{}}
+		byPath: map[string]*cgroup{}, byHandle: map[int32]*cgroup{}, unwatched: map[string]cgroupid.Cgroup{}}
 	var err error
 	if l.Memory.Version == 2 {
 		w.b, err = newInotify(w)
@@ -133,7 +134,7 @@ func New(cfg Config) (*Watcher, error) {
 // and went. The root is never watched (its kills are the host's). Cgroups it could not
 // watch are tried again at each call until they are removed. When ctx ends, it stops
 // before retiring anything.
-func (w *Watcher) Watch(ctx context.Context, added []cgroupfs.Cgroup, removed []string) {
+func (w *Watcher) Watch(ctx context.Context, added []cgroupid.Cgroup, removed []string) {
 	w.watchMu.Lock()
 	defer w.watchMu.Unlock()
 	w.mu.Lock()
@@ -189,8 +190,8 @@ func (w *Watcher) Watch(ctx context.Context, added []cgroupfs.Cgroup, removed []
 
 // WatchChanges is Watch fed with what a discovery found came and went (a delta of the
 // cgroup source): the added cgroups that are in the memory hierarchy, the removed ones' paths.
-func (w *Watcher) WatchChanges(ctx context.Context, added, removed []cgroupfs.Cgroup) {
-	var in []cgroupfs.Cgroup
+func (w *Watcher) WatchChanges(ctx context.Context, added, removed []cgroupid.Cgroup) {
+	var in []cgroupid.Cgroup
 	for _, cg := range added {
 		if cg.InMemory {
 			in = append(in, cg)
@@ -199,15 +200,29 @@ func (w *Watcher) WatchChanges(ctx context.Context, added, removed []cgroupfs.Cg
 	gone := make([]string, len(removed))
 	for i, cg := range removed {
 		gone[i] = cg.Path
+		w.learn(cg)
 	}
 	w.Watch(ctx, in, gone)
 }
 
+// learn keeps the names the last walk that saw a removed cgroup gave it (see Retained.Learn).
+func (w *Watcher) learn(cg cgroupid.Cgroup) {
+	if cg.Names == (cgroupid.KubeNames{}) {
+		return
+	}
+	w.mu.Lock()
+	if c := w.byPath[cg.Path]; c != nil {
+		c.cg.Names, c.cg.Kind = cg.Names, cg.Kind
+	}
+	w.mu.Unlock()
+	w.retained.Learn(cg)
+}
+
 // Sync is Watch fed with a full listing (a discovery): what came is what the listing has
 // and the watcher does not watch, what went the other way round.
-func (w *Watcher) Sync(ctx context.Context, cgs []cgroupfs.Cgroup) {
+func (w *Watcher) Sync(ctx context.Context, cgs []cgroupid.Cgroup) {
 	seen := make(map[string]bool, len(cgs))
-	var added []cgroupfs.Cgroup
+	var added []cgroupid.Cgroup
 	var removed []string
 	w.mu.Lock()
 	for _, cg := range cgs {
@@ -233,7 +248,7 @@ func (w *Watcher) Sync(ctx context.Context, cgs []cgroupfs.Cgroup) {
 }
 
 // add watches one cgroup through the backend and registers it.
-func (w *Watcher) add(cg cgroupfs.Cgroup) error {
+func (w *Watcher) add(cg cgroupid.Cgroup) error {
 	dir := w.layout.Memory.Dir(cg.Path)
 	if dir == "" {
 		return errGone // outside the mount: nothing to watch

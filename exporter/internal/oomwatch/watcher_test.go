@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
@@ -36,8 +37,8 @@ func TestWatchWhatCameAndWentV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	cg := func(p string) cgroupfs.Cgroup { return cgroupfs.Cgroup{Path: p, InMemory: true} }
-	w.Watch(context.Background(), []cgroupfs.Cgroup{cg("/"), cg("/pod/a"), cg("/pod/b")}, nil)
+	cg := func(p string) cgroupid.Cgroup { return cgroupid.Cgroup{Path: p, InMemory: true} }
+	w.Watch(context.Background(), []cgroupid.Cgroup{cg("/"), cg("/pod/a"), cg("/pod/b")}, nil)
 	if !w.Watching("/pod/a") || !w.Watching("/pod/b") || w.Watching("/") {
 		t.Fatal("want /pod/a and /pod/b watched, the root not")
 	}
@@ -97,10 +98,10 @@ func TestEventfdsShareTheBudget(t *testing.T) {
 			w.Close()
 		}
 	}()
-	var cgs []cgroupfs.Cgroup
+	var cgs []cgroupid.Cgroup
 	for _, n := range []string{"a", "b"} {
 		c := root.Child(n, testutil.CgroupOptions{MemoryLimit: 32 << 20})
-		cgs = append(cgs, cgroupfs.Cgroup{Path: c.Path, InMemory: true})
+		cgs = append(cgs, cgroupid.Cgroup{Path: c.Path, InMemory: true})
 	}
 	sampler := budget.TakeSpare(1)
 	w.Watch(context.Background(), cgs, nil)

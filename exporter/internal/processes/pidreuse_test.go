@@ -60,11 +60,11 @@ func TestEachDiscardsReadingOfReusedPID(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
 	cgroups, err := cgroups.New(cgroups.Options{ProcPath: "/proc", SysPath: "/sys", Include: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), &countErrs{})
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := New("/proc", cgroups, &countErrs{}, nil, Filter{})
+	src, err := New("/proc", cgroups, nil, Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/goruntime"
@@ -28,6 +28,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procstatus"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/readerr"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 )
 
@@ -59,7 +60,7 @@ const (
 // per scrape) and the state kept across scrapes.
 type Process struct {
 	PID     int
-	Cgroup  cgroupfs.Cgroup
+	Cgroup  cgroupid.Cgroup
 	Stat    procfs.ProcStat
 	Status  procstatus.Status
 	Runtime string
@@ -157,8 +158,9 @@ type Source struct {
 	Budgets  *budget.Book
 	procPath string
 	cgroups  *cgroups.Source
-	errors   cgroups.Recorder
-	fs       procfs.FS
+	// readErrors are the processes the listing could not read, until ReadErrors takes them.
+	readErrors readerr.Log
+	fs         procfs.FS
 	// JVM reads perf data and caches flags and layout per JVM.
 	JVM *jvm.Inspector
 	// GoBuilds and Allocators keep what is derived from each executable file (its Go build
@@ -204,7 +206,7 @@ type Filter struct {
 
 // New prepares the process source over procPath (the host's /proc). gate
 // skips its stuck per-process reads (nil: a gate of its own).
-func New(procPath string, cgs *cgroups.Source, errs cgroups.Recorder, gate *procread.Gate, filter Filter) (*Source, error) {
+func New(procPath string, cgs *cgroups.Source, gate *procread.Gate, filter Filter) (*Source, error) {
 	fs, err := procfs.NewFS(procPath)
 	if err != nil {
 		return nil, err
@@ -212,7 +214,7 @@ func New(procPath string, cgs *cgroups.Source, errs cgroups.Recorder, gate *proc
 	if gate == nil {
 		gate = procread.NewGate(ProcessErrors)
 	}
-	s := &Source{Filter: filter, procPath: procPath, cgroups: cgs, errors: errs, fs: fs, MaxAge: cgroups.DiscoveryMaxAge,
+	s := &Source{Filter: filter, procPath: procPath, cgroups: cgs, fs: fs, MaxAge: cgroups.DiscoveryMaxAge,
 		JVM: &jvm.Inspector{Procfs: procPath}, gate: gate, states: map[Key]*state{},
 		GoBuilds: execache.New[goruntime.Build](maxExecutables), Allocators: execache.New[string](maxExecutables)}
 	s.detectors = newDetectors(s)
@@ -259,6 +261,10 @@ func (s *Source) StartTime(startTicks uint64) (float64, error) {
 	return s.bootTime + float64(startTicks)/kernel.UserHZ, nil
 }
 
+// ReadErrors takes the processes the listing could not read since the last call, by reason:
+// the exporter counts them under collector ProcessErrors, whatever collectors are enabled.
+func (s *Source) ReadErrors() []readerr.Batch { return s.readErrors.Take() }
+
 // Processes returns the watched processes, listing them at most every DiscoveryMaxAge.
 // Errors are per process (vanished, permission denied, ...), already counted; the list holds
 // the rest. A process whose reads are stuck (procread.ErrStuck) is left out without an
@@ -271,7 +277,7 @@ func (s *Source) Processes(ctx context.Context) ([]*Process, []error) {
 	}
 	procs, errs := s.list(ctx)
 	for _, err := range errs {
-		s.errors.Record(ProcessErrors, "process listing", err)
+		s.readErrors.Add("process listing", err)
 	}
 	if ctx.Err() == nil {
 		s.cached, s.errs, s.at = procs, errs, time.Now()
@@ -292,7 +298,7 @@ func (s *Source) Gate() *procread.Gate { return s.gate }
 
 // ReadProcess reads one process's stat and status as a listing does (nil error for a
 // kernel thread or zombie), without keeping anything.
-func (s *Source) ReadProcess(pid int, cg cgroupfs.Cgroup) error {
+func (s *Source) ReadProcess(pid int, cg cgroupid.Cgroup) error {
 	_, err := s.readStat(procItem{pid, cg})
 	return err
 }
@@ -389,7 +395,7 @@ func (p *Process) gateKey(kind string) string {
 // procItem is one pid listed by one cgroup's cgroup.procs.
 type procItem struct {
 	pid int
-	cg  cgroupfs.Cgroup
+	cg  cgroupid.Cgroup
 }
 
 // discovered is what one process's discovery reads returned; nil for a kernel thread.
@@ -452,7 +458,7 @@ func (s *Source) list(ctx context.Context) ([]*Process, []error) {
 			r.Value.apply(p)
 		case errors.Is(r.Err, os.ErrPermission):
 			// Without ptrace access the runtime cannot be told: count the denial, export it as other.
-			s.errors.Record(ProcessErrors, fmt.Sprintf("pid %d", p.PID), r.Err)
+			s.readErrors.Add(fmt.Sprintf("pid %d", p.PID), r.Err)
 			r.Value.apply(p)
 		default:
 			if !r.Done && !errors.Is(r.Err, procread.ErrStuck) {

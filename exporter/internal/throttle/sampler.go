@@ -21,6 +21,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/fdbudget"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/histogram"
@@ -49,7 +50,7 @@ type Config struct {
 	Gate *procread.Gate
 	// Labels makes a cgroup's label pairs, kept with its series and remade when its
 	// identity changes, so that a scrape does not build them again.
-	Labels func(cgroupfs.Cgroup) []*dto.LabelPair
+	Labels func(cgroupid.Cgroup) []*dto.LabelPair
 	// Observe, when set, is told each cgroup's ratio as its window closes, in window order,
 	// from the sampler's goroutine with its lock held (it must not block).
 	Observe func(cgroup string, ratio float64)
@@ -80,13 +81,17 @@ type Sampler struct {
 // budget), the last counters, and cumulative histograms. path and fd do not change after
 // creation, so a read may use them without mu.
 type Series struct {
-	Cgroup cgroupfs.Cgroup
+	Cgroup cgroupid.Cgroup
 	Labels []*dto.LabelPair // Config.Labels of Cgroup
 	// Ratio counts each window's throttled share of periods; Seconds its throttled time.
 	Ratio, Seconds histogram.Histogram
 
-	path               string
-	fd                 int // -1: open, read and close each window
+	path string
+	fd   int // -1: open, read and close each window
+	// subPath, subFd: cpu.stat of crun's subgroup when it has a quota (Cgroup.ThrottleSubgroup),
+	// read with path and merged (CPUStat.MaxThrottling); "" otherwise.
+	subPath            string
+	subFd              int
 	seen               bool
 	periods, throttled uint64
 	throttledSeconds   float64
@@ -167,12 +172,14 @@ func (c *Sampler) Read(f func(State)) {
 
 // release closes a series' descriptor unless a read of it may still be outstanding.
 func (c *Sampler) release(s *Series) {
-	if s.fd >= 0 && !s.stuck {
-		syscall.Close(s.fd)
-		c.open--
-		c.cfg.Descriptors.Release(1)
+	for _, fd := range []*int{&s.fd, &s.subFd} {
+		if *fd >= 0 && !s.stuck {
+			syscall.Close(*fd)
+			c.open--
+			c.cfg.Descriptors.Release(1)
+		}
+		*fd = -1
 	}
-	s.fd = -1
 }
 
 func (c *Sampler) loop(ctx context.Context) {
@@ -231,12 +238,21 @@ func (c *Sampler) apply(snap *cgroups.Snapshot) {
 // add starts series for the cgroups with a quota that are new, within the sampled-cgroups
 // budget (each tenant's top cgroups first), refreshes the known ones, and with forget,
 // drops those not in cgs or no longer within the budget.
-func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint64, forget bool) {
+func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupid.Cgroup, generation uint64, forget bool) {
 	sampled := c.withinBudget(cgs)
 	var fresh []*Series
+	files := 0 // cpu.stat files of the fresh series
 	c.mu.Lock()
+	removed := false
 	for _, i := range sampled {
 		cg := &cgs[i]
+		if s, ok := c.series[cg.Path]; ok && s.Cgroup.ThrottleSubgroup != cg.ThrottleSubgroup {
+			// crun wrote the subgroup's quota after the scope was first seen (or a resize
+			// removed it): a new series reads the other files.
+			c.release(s)
+			delete(c.series, cg.Path)
+			removed = true
+		}
 		if s, ok := c.series[cg.Path]; ok {
 			if forget {
 				s.lastSeenGeneration = generation
@@ -247,13 +263,18 @@ func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint
 			s.Cgroup = *cg
 			continue
 		}
-		fresh = append(fresh, &Series{
+		s := &Series{
 			Cgroup: *cg, Labels: c.labels(*cg),
-			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, lastSeenGeneration: generation,
+			path: filepath.Join(l.CPU.Dir(cg.Path), "cpu.stat"), fd: -1, subFd: -1, lastSeenGeneration: generation,
 			Ratio: histogram.New(RatioBuckets), Seconds: histogram.New(scaled(secondsBuckets, c.cfg.Window)),
-		})
+		}
+		if cg.ThrottleSubgroup != "" {
+			s.subPath = filepath.Join(l.CPU.Dir(cg.ThrottleSubgroup), "cpu.stat")
+			files++
+		}
+		fresh = append(fresh, s)
+		files++
 	}
-	removed := false
 	for p, s := range c.series {
 		if forget && s.lastSeenGeneration != generation {
 			c.release(s)
@@ -264,19 +285,23 @@ func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint
 	if removed {
 		c.relink()
 	}
-	room := c.cfg.Descriptors.TakeSpare(len(fresh))
+	room := c.cfg.Descriptors.TakeSpare(files)
 	c.mu.Unlock()
 
 	// Open outside mu: an open of a FIFO planted in the tree must not stall scrapes
 	// (O_NONBLOCK makes it return at once anyway).
 	opened := 0
-	for _, s := range fresh {
-		if opened < room {
-			if fd, err := syscall.Open(s.path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0); err == nil {
-				s.fd = fd
+	open := func(path string, fd *int) {
+		if path != "" && opened < room {
+			if f, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0); err == nil {
+				*fd = f
 				opened++
 			}
 		}
+	}
+	for _, s := range fresh {
+		open(s.path, &s.fd)
+		open(s.subPath, &s.subFd)
 	}
 	c.mu.Lock()
 	c.open += opened
@@ -290,7 +315,7 @@ func (c *Sampler) add(l *cgroupfs.Layout, cgs []cgroupfs.Cgroup, generation uint
 	c.mu.Unlock()
 }
 
-func (c *Sampler) labels(cg cgroupfs.Cgroup) []*dto.LabelPair {
+func (c *Sampler) labels(cg cgroupid.Cgroup) []*dto.LabelPair {
 	if c.cfg.Labels == nil {
 		return nil
 	}
@@ -300,7 +325,7 @@ func (c *Sampler) labels(cg cgroupfs.Cgroup) []*dto.LabelPair {
 // withinBudget lists (by index into cgs, which it does not copy: each scrape's walk is
 // adopted) the cgroups with a quota that the sampled-cgroups budget allows, and records the
 // tenants it cut.
-func (c *Sampler) withinBudget(cgs []cgroupfs.Cgroup) []int {
+func (c *Sampler) withinBudget(cgs []cgroupid.Cgroup) []int {
 	var quota []int
 	for i := range cgs {
 		if cg := &cgs[i]; cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
@@ -310,7 +335,7 @@ func (c *Sampler) withinBudget(cgs []cgroupfs.Cgroup) []int {
 	if c.cfg.Budgets == nil {
 		return quota
 	}
-	at := func(i int) *cgroupfs.Cgroup { return &cgs[quota[i]] }
+	at := func(i int) *cgroupid.Cgroup { return &cgs[quota[i]] }
 	keep, skips := budget.AllotCgroupsAt(len(quota), at, c.cfg.Budgets.Limits().SampledCgroups, budget.SampledCgroups)
 	quota = budget.Keep(quota, keep)
 	c.cfg.Budgets.Pass(budget.SampledCgroups, len(quota), skips)

@@ -210,7 +210,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	defer func() {
 		if err != nil {
-			s.Stop()
+			_ = s.Stop()
 		}
 	}()
 	s.cleanStale(ctx)
@@ -544,7 +544,7 @@ func removeCgroups(parent string) error {
 			continue
 		}
 		var dirs []string
-		filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+		_ = filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, p)
 			}
@@ -559,7 +559,7 @@ func removeCgroups(parent string) error {
 				b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
 				for _, f := range strings.Fields(string(b)) {
 					if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-						syscall.Kill(pid, syscall.SIGKILL)
+						_ = syscall.Kill(pid, syscall.SIGKILL)
 					}
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -587,8 +587,8 @@ func (s *Stack) cleanStale(ctx context.Context) {
 		}
 		s.logf("removing %s left by a stack that is gone", e.Name())
 		env := []string{"QUOTA_DEMO_DIR=" + filepath.Join(os.TempDir(), e.Name()+"-stale"), "QUOTA_DEMO_CGROUP=" + e.Name()}
-		s.run(ctx, 2*time.Minute, s.opts.Root, env, s.runSh, "stop")
+		_ = s.run(ctx, 2*time.Minute, s.opts.Root, env, s.runSh, "stop")
 		os.RemoveAll(filepath.Join(os.TempDir(), e.Name()+"-stale"))
-		removeCgroups(e.Name())
+		_ = removeCgroups(e.Name())
 	}
 }

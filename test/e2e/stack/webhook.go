@@ -43,7 +43,7 @@ func StartWebhook(onAlert func(Received)) (*Webhook, error) {
 	mux.HandleFunc("POST /alerts", w.handle)
 	mux.HandleFunc("POST /info", w.handle)
 	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go w.srv.Serve(l)
+	go func() { _ = w.srv.Serve(l) }()
 	return w, nil
 }
 
@@ -93,5 +93,5 @@ func (w *Webhook) Alerts() []Received {
 func (w *Webhook) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	w.srv.Shutdown(ctx)
+	_ = w.srv.Shutdown(ctx)
 }

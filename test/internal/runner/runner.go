@@ -42,7 +42,7 @@ func Start(name, logPath, bin string, args ...string) (*Proc, error) {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &Proc{Name: name, Cmd: cmd, done: make(chan struct{}), log: f}
-	go func() { cmd.Wait(); close(p.done) }()
+	go func() { _ = cmd.Wait(); close(p.done) }()
 	return p, nil
 }
 
@@ -62,11 +62,11 @@ func (p *Proc) Exited() bool {
 // Stop sends SIGTERM to the group, SIGKILL after grace, and closes the log.
 func (p *Proc) Stop(grace time.Duration) {
 	pgid := -p.Pid()
-	syscall.Kill(pgid, syscall.SIGTERM)
+	_ = syscall.Kill(pgid, syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(grace):
-		syscall.Kill(pgid, syscall.SIGKILL)
+		_ = syscall.Kill(pgid, syscall.SIGKILL)
 		select {
 		case <-p.done:
 		case <-time.After(5 * time.Second):

@@ -209,8 +209,8 @@ func (n *HostNode) stop(cp *ControlPlane) {
 		for _, f := range files {
 			os.Remove(f)
 		}
-		cp.Kubectl(ctx, "delete", "daemonsets,deployments", "--all", "--all-namespaces", "--wait=false")
-		cp.Kubectl(ctx, "delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
+		_, _ = cp.Kubectl(ctx, "delete", "daemonsets,deployments", "--all", "--all-namespaces", "--wait=false")
+		_, _ = cp.Kubectl(ctx, "delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
 		deadline := time.Now().Add(45 * time.Second)
 		for time.Now().Before(deadline) {
 			out, err := n.Ctr(ctx, "tasks", "ls", "-q")
@@ -248,11 +248,11 @@ func (n *HostNode) removeContainers(ctx context.Context) {
 		return
 	}
 	for _, id := range strings.Fields(out) {
-		n.Ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+		_, _ = n.Ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
 	}
 	for _, id := range strings.Fields(out) {
-		n.Ctr(ctx, "tasks", "delete", "--force", id)
-		n.Ctr(ctx, "containers", "delete", id)
+		_, _ = n.Ctr(ctx, "tasks", "delete", "--force", id)
+		_, _ = n.Ctr(ctx, "containers", "delete", id)
 	}
 }
 
@@ -311,7 +311,7 @@ func removeCgroupTree(name string) {
 		var left []string
 		for _, root := range roots {
 			var dirs []string
-			filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 				if err == nil && d.IsDir() {
 					dirs = append(dirs, p)
 				}
@@ -321,7 +321,7 @@ func removeCgroupTree(name string) {
 				if b, err := os.ReadFile(filepath.Join(dirs[i], "cgroup.procs")); err == nil {
 					for _, f := range strings.Fields(string(b)) {
 						if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-							syscall.Kill(pid, syscall.SIGKILL)
+							_ = syscall.Kill(pid, syscall.SIGKILL)
 						}
 					}
 				}

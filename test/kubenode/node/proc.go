@@ -44,7 +44,7 @@ func (ps *procSet) start(name, bin string, args ...string) (*proc, error) {
 	if exe == "" {
 		exe = bin
 	}
-	os.WriteFile(filepath.Join(ps.dir, "pids", name+".pid"), []byte(fmt.Sprintf("%d %s\n", p.Pid(), exe)), 0o644)
+	_ = os.WriteFile(filepath.Join(ps.dir, "pids", name+".pid"), []byte(fmt.Sprintf("%d %s\n", p.Pid(), exe)), 0o644)
 	ps.procs = append(ps.procs, p)
 	if ps.logf != nil {
 		ps.logf("%s: pid %d, log %s", name, p.Pid(), ps.LogPath(name))
@@ -97,7 +97,7 @@ func killRecorded(dir string) {
 			continue
 		}
 		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == fields[1] {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }
@@ -117,7 +117,7 @@ func killByArg(arg string) {
 		}
 		for _, a := range bytes.Split(b, []byte{0}) {
 			if string(a) == arg {
-				syscall.Kill(pid, syscall.SIGKILL)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
 				break
 			}
 		}

@@ -259,7 +259,7 @@ func (c *Cluster) deleteNodePods(ctx context.Context, node string) error {
 			return fmt.Errorf("%d pods of node %s still in the API after 2m", len(list.Items), node)
 		}
 		for _, p := range list.Items {
-			c.Kubectl(ctx, "-n", p.Metadata.Namespace, "delete", "pod", p.Metadata.Name, "--force", "--grace-period=0", "--wait=false")
+			_, _ = c.Kubectl(ctx, "-n", p.Metadata.Namespace, "delete", "pod", p.Metadata.Name, "--force", "--grace-period=0", "--wait=false")
 		}
 		time.Sleep(2 * time.Second)
 	}
@@ -490,7 +490,7 @@ func (n *VMNode) stop() {
 // makeExt4 makes an ext4 image of dir without mounting it, with room for the files.
 func makeExt4(ctx context.Context, dir, img string) error {
 	var size int64
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if info, err := d.Info(); err == nil {
 				size += info.Size()

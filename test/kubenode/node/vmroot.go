@@ -275,7 +275,7 @@ func customizeRoot(ctx context.Context, tree, kver, modules string) error {
 	}
 	for l, target := range links {
 		p := filepath.Join(tree, l)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		_ = os.MkdirAll(filepath.Dir(p), 0o755)
 		os.Remove(p)
 		if err := os.Symlink(target, p); err != nil {
 			return err

@@ -180,7 +180,7 @@ dumpcg() {
 	for g in "$@"; do
 		for f in "$CG/$g"/*; do
 			[ -f "$f" ] && [ -r "$f" ] || continue
-			case "${f##*/}" in cgroup.controllers|cgroup.procs|*.pressure|cpu.stat|cpu.max|cpu.max.burst|cpu.weight|cpuset.cpus.effective|memory.current|memory.max|memory.high|memory.peak|memory.stat|memory.events) ;; *) continue ;; esac
+			case "${f##*/}" in cgroup.controllers|cgroup.procs|*.pressure|cpu.stat|cpu.max|cpu.max.burst|cpu.weight|cpuset.cpus.effective|memory.current|memory.max|memory.high|memory.peak|memory.stat|memory.events|memory.events.local) ;; *) continue ;; esac
 			echo "--- $g/${f##*/}"; cat "$f" 2>&1
 		done
 	done

@@ -43,7 +43,7 @@ func main() {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		json.NewEncoder(w).Encode(run(r.Context(), req))
+		_ = json.NewEncoder(w).Encode(run(r.Context(), req))
 	})
 	log.Printf("listening on %s", *listen)
 	log.Fatal(http.ListenAndServe(*listen, nil))

@@ -153,8 +153,8 @@ func run(ctx context.Context, root string, duration, interval time.Duration, rec
 			os.Remove(filepath.Join("/sys/fs/cgroup", c, parent))
 		}
 		for i := len(procs) - 1; i >= 0; i-- {
-			syscall.Kill(-procs[i].Process.Pid, syscall.SIGTERM)
-			procs[i].Wait()
+			_ = syscall.Kill(-procs[i].Process.Pid, syscall.SIGTERM)
+			_ = procs[i].Wait()
 		}
 		os.Remove(filepath.Join("/sys/fs/cgroup/cpu", infra))
 	}()

@@ -1,11 +1,15 @@
-package cgroupfs
+package cgroups
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"testing"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
 )
 
 func TestWalkDirs(t *testing.T) {
@@ -41,5 +45,23 @@ func TestWalkDirs(t *testing.T) {
 	walkDirs(root, func(string) bool { n++; return false }, nil)
 	if n != 2 {
 		t.Errorf("visits = %d, want 2 (the vanished root once, then the stopped walk once)", n)
+	}
+}
+
+// Paths lists the directories of the cpu and memory hierarchies, each once (v1: two hierarchies).
+func TestPaths(t *testing.T) {
+	const path = "/system.slice/app.service"
+	for _, mode := range []fixture.Mode{fixture.V1, fixture.V2} {
+		root := t.TempDir()
+		if err := fixture.Write(root, mode, []fixture.Cgroup{{Path: path, QuotaUS: 150000, MemoryLimit: 256 << 20}}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := cgroupfs.ReadLayout(filepath.Join(root, "proc"), filepath.Join(root, "sys"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps, errs := Paths(context.Background(), l, WalkOptions{}); len(errs) != 0 || len(ps) != 2 || ps[0] != "/system.slice" || ps[1] != path {
+			t.Errorf("mode %d: Paths = %q, %v", mode, ps, errs)
+		}
 	}
 }

@@ -1,31 +1,35 @@
 //go:build linux
 
-package cgroupfs
+package cgroups
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs/fixture"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 )
 
-func cpuMax(quota int64, period uint64) CPUMax { return CPUMax{QuotaUS: quota, PeriodUS: period} }
+func cpuMax(quota int64, period uint64) cgroupfs.CPUMax {
+	return cgroupfs.CPUMax{QuotaUS: quota, PeriodUS: period}
+}
 
-// The layouts of docs/cgroups.md: limits on pod and container, on the pod only, on a slice
+// The layouts of docs/md: limits on pod and container, on the pod only, on a slice
 // above a service, equal limits on pod and container, and memory limits on other levels
 // than the CPU ones.
 func TestBindings(t *testing.T) {
 	pod := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podA.slice"
 	podOnly := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podB.slice"
 	guar := "/kubepods.slice/kubepods-podC.slice"
-	cg := func(path string, cpu CPUMax, mem uint64) Cgroup {
-		return Cgroup{Path: path, InCPU: true, InMemory: true, CPUMax: cpu, HasCPUMax: true,
+	cg := func(path string, cpu cgroupfs.CPUMax, mem uint64) cgroupid.Cgroup {
+		return cgroupid.Cgroup{Path: path, InCPU: true, InMemory: true, CPUMax: cpu, HasCPUMax: true,
 			MemoryLimit: mem, HasMemoryLimit: true}
 	}
 	unlimited := cpuMax(-1, 100000)
-	cgs := []Cgroup{
-		cg("/", CPUMax{}, 0),
+	cgs := []cgroupid.Cgroup{
+		cg("/", cgroupfs.CPUMax{}, 0),
 		cg("/kubepods.slice", unlimited, 8<<30),
 		cg(pod, cpuMax(70000, 100000), 384<<20),
 		cg(pod+"/cri-containerd-a.scope", cpuMax(20000, 100000), 512<<20), // memory: the pod's is smaller
@@ -39,12 +43,12 @@ func TestBindings(t *testing.T) {
 	}
 	// batch.slice itself is not in the list (a path filter hid it): read through ancestor.
 	asked := map[string]int{}
-	ancestor := func(p string) Limits {
+	ancestor := func(p string) cgroupfs.Limits {
 		asked[p]++
 		if p == "/batch.slice" {
-			return Limits{CPU: cpuMax(30000, 100000), HasCPU: true}
+			return cgroupfs.Limits{CPU: cpuMax(30000, 100000), HasCPU: true}
 		}
-		return Limits{}
+		return cgroupfs.Limits{}
 	}
 	got := Bindings(cgs, ancestor)
 	for _, c := range []struct {
@@ -90,11 +94,11 @@ func TestBindingLimitsFixtureV2(t *testing.T) {
 	if err := fixture.Install(filepath.Join("..", "..", "collector", "testdata", "hosts", "v2-systemd-kubernetes"), root); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ReadLayout(filepath.Join(root, "proc"), filepath.Join(root, "sys"))
+	l, err := cgroupfs.ReadLayout(filepath.Join(root, "proc"), filepath.Join(root, "sys"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cgs, _ := l.Discover(context.Background(), WalkOptions{})
+	cgs, _ := Discover(context.Background(), l, WalkOptions{})
 	eff := Bindings(cgs, l.ReadLimits)
 	n := 0
 	for _, cg := range cgs {

@@ -1,8 +1,13 @@
 //go:build linux
 
-package cgroupfs
+package cgroups
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
+)
 
 // The limit that binds a process is the smallest on the path from the root to its cgroup:
 // the kernel enforces every ancestor's cpu.max and memory.max too. Kubernetes sets pod-level
@@ -10,19 +15,11 @@ import "strings"
 // the throttling they cause is counted only on the ancestor (cpu.stat is not hierarchical
 // for nr_throttled/throttled_usec before cpu.stat.local in Linux 6.6).
 
-// Limits are one cgroup's own CPU quota and memory limit, as discovery reads them.
-type Limits struct {
-	CPU       CPUMax
-	HasCPU    bool
-	Memory    uint64 // 0 = unlimited
-	HasMemory bool
-}
-
 // Binding is the binding limit of a cgroup, CPU and memory: the smallest on the path from
 // the root to it, and the cgroup (path) that sets it. A Cgroup of "" means no limit on the
 // whole path. (Exported as quota_*_binding_limit_* with label binding_cgroup.)
 type Binding struct {
-	CPU          CPUMax // the binding quota and period
+	CPU          cgroupfs.CPUMax // the binding quota and period
 	CPUCores     float64
 	CPUCgroup    string
 	MemoryBytes  uint64
@@ -30,10 +27,10 @@ type Binding struct {
 }
 
 // OwnLimits are each cgroup's own quota and memory limit, by path, as discovery read them.
-func OwnLimits(cgs []Cgroup) map[string]Limits {
-	own := make(map[string]Limits, len(cgs))
+func OwnLimits(cgs []cgroupid.Cgroup) map[string]cgroupfs.Limits {
+	own := make(map[string]cgroupfs.Limits, len(cgs))
 	for _, cg := range cgs {
-		own[cg.Path] = Limits{
+		own[cg.Path] = cgroupfs.Limits{
 			CPU: cg.CPUMax, HasCPU: cg.InCPU && cg.HasCPUMax,
 			Memory: cg.MemoryLimit, HasMemory: cg.InMemory && cg.HasMemoryLimit,
 		}
@@ -44,7 +41,7 @@ func OwnLimits(cgs []Cgroup) map[string]Limits {
 // BindingOf is the binding limit of path, each cgroup on the path from the root taking its
 // own limits from limits. When two cgroups on the path have the same limit the deeper one
 // binds: its own tasks use up its quota first, and the kernel then counts the throttling on it.
-func BindingOf(path string, limits func(path string) Limits) Binding {
+func BindingOf(path string, limits func(path string) cgroupfs.Limits) Binding {
 	var b Binding
 	for _, p := range pathPrefixes(path) {
 		l := limits(p)
@@ -62,13 +59,13 @@ func BindingOf(path string, limits func(path string) Limits) Binding {
 // in cgs are taken from there (discovery keeps every cgroup with a limit, so on an
 // unfiltered walk nothing else has one); others are asked of ancestor, once each, when it
 // is not nil (a path filter may hide a limited ancestor).
-func Bindings(cgs []Cgroup, ancestor func(path string) Limits) map[string]Binding {
+func Bindings(cgs []cgroupid.Cgroup, ancestor func(path string) cgroupfs.Limits) map[string]Binding {
 	known := OwnLimits(cgs)
-	limitsOf := func(p string) Limits {
+	limitsOf := func(p string) cgroupfs.Limits {
 		if l, ok := known[p]; ok {
 			return l
 		}
-		var l Limits
+		var l cgroupfs.Limits
 		if ancestor != nil {
 			l = ancestor(p)
 		}
@@ -94,21 +91,4 @@ func pathPrefixes(p string) []string {
 		}
 	}
 	return append(out, strings.TrimSuffix(p, "/"))
-}
-
-// ReadLimits reads a cgroup's own quota and memory limit (for ancestors discovery did not
-// return). Missing files read as no limit.
-func (l *Layout) ReadLimits(path string) Limits {
-	var out Limits
-	if l.CPU != nil {
-		if d := l.CPU.Dir(path); d != "" {
-			out.CPU, out.HasCPU = readCPUMax(l.CPU, d)
-		}
-	}
-	if l.Memory != nil {
-		if d := l.Memory.Dir(path); d != "" {
-			out.Memory, out.HasMemory = readMemoryLimit(l.Memory, d)
-		}
-	}
-	return out
 }

@@ -1,10 +1,12 @@
 //go:build linux
 
-package cgroupfs
+package cgroups
 
 import (
 	"sync"
 	"time"
+
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 )
 
 // ProbeCache makes discovery incremental for the directories it does not export: it keeps
@@ -30,7 +32,7 @@ type probeEntry struct {
 	firstWalk, seenWalk, readWalk uint64
 	exported                      bool // by the last walk that saw it
 	readAt                        time.Time
-	cpuMax                        CPUMax
+	cpuMax                        cgroupfs.CPUMax
 	hasCPUMax                     bool
 	memLimit                      uint64
 	hasMemLimit                   bool

@@ -1,58 +1,19 @@
 //go:build linux
 
-package cgroupfs
+package cgroups
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
-	"sync"
-	"syscall"
 	"time"
 
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
-
-// Cgroup is one watched cgroup.
-type Cgroup struct {
-	Path string // from the hierarchy root, e.g. /kubepods/burstable/pod<uid>/<id>
-	// Label is Path as a label value: cleaned, and unique among one walk's cgroups even where
-	// two paths differ only in what cleaning replaces (tenantstr.Unique; set by the cgroup
-	// source). Empty: tenantstr.Label(Path).
-	Label    string
-	Identity Identity
-	// Kind is what the cgroup is to the kubelet and the runtimes (Locate): KindOther,
-	// KindPod, KindContainer or KindSandbox; the other kinds are never watched.
-	Kind Kind
-	// Names are the Kubernetes names of Identity's pod or container: not in the path, the
-	// exporter fills them from the kubelet's log directories (package kubenames).
-	Names KubeNames
-	// HasProcs: at least one process sits directly in it, or in a cgroup below a container
-	// that is the container's own (KindBelowContainer), in some watched hierarchy.
-	HasProcs bool
-	// PIDs are those processes, listed by the walk from the process hierarchy (the cpu
-	// hierarchy, else memory) so that the process listing need not open cgroup.procs a
-	// second time. Discover only; capped at MaxProcs (a WalkError says so).
-	PIDs []int
-	// InCPU, InMemory: the path exists in that controller's hierarchy.
-	InCPU, InMemory bool
-	// CPUMax and MemoryLimit (0 = unlimited) as discovery read them to select the cgroup, so
-	// the collectors of the same scrape need not read them again. Has* false: not read (file
-	// absent or malformed; the collector reads it itself and reports why).
-	CPUMax         CPUMax
-	HasCPUMax      bool
-	MemoryLimit    uint64
-	HasMemoryLimit bool
-}
-
-// KubeNames name a Kubernetes pod or container; empty fields are unknown.
-type KubeNames struct {
-	Namespace, Pod, Container string
-}
 
 // WalkOptions select what Discover returns.
 type WalkOptions struct {
@@ -80,7 +41,7 @@ type WalkError struct {
 
 // Discovery is one walk's result.
 type Discovery struct {
-	Cgroups []Cgroup
+	Cgroups []cgroupid.Cgroup
 	Errs    []WalkError
 	Skipped Skipped
 }
@@ -99,8 +60,8 @@ type Skipped struct {
 }
 
 // Discover is DiscoverAll's cgroups and errors.
-func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []WalkError) {
-	d := l.DiscoverAll(ctx, opts)
+func Discover(ctx context.Context, l *cgroupfs.Layout, opts WalkOptions) ([]cgroupid.Cgroup, []WalkError) {
+	d := DiscoverAll(ctx, l, opts)
 	return d.Cgroups, d.Errs
 }
 
@@ -113,13 +74,13 @@ func (l *Layout) Discover(ctx context.Context, opts WalkOptions) ([]Cgroup, []Wa
 // container are the container's (Locate): never returned, their processes are the container's;
 // CRI-O's conmon cgroups are never returned. Unreadable directories are skipped and returned
 // as errors; ctx ends the walk early.
-func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
+func DiscoverAll(ctx context.Context, l *cgroupfs.Layout, opts WalkOptions) Discovery {
 	// Walk the directories first, then read each one's cgroup.procs, quota and limit in
 	// parallel: the reads are independent, and a serial walk was half the scrape's wall time.
 	var dirs []dirProbe
 	var errs []WalkError
 	procsFrom := l.ProcessHierarchy()
-	walk := func(h *Hierarchy, cpu, memory bool) {
+	walk := func(h *cgroupfs.Hierarchy, cpu, memory bool) {
 		if h == nil {
 			return
 		}
@@ -140,20 +101,25 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 	type state struct {
 		inCPU, inMemory, procs bool
 		pids                   []int
-		cpuMax                 CPUMax
+		cpuMax                 cgroupfs.CPUMax
 		hasCPUMax              bool
 		memLimit               uint64
 		hasMemLimit            bool
-		id                     Identity
-		place                  Place
+		id                     cgroupid.Identity
+		place                  cgroupid.Place
 		exported               bool
+		throttleSub            string
 	}
 	// crun with containerd (crun 1.8, seen on a real node) writes a container's limits only
 	// to its "container" subgroup, and its scope has none: the subgroup's limit is the
-	// container's when it is the tighter one.
-	adopt := func(c, sub *state) {
+	// container's when it is the tighter one. Whichever binds, a subgroup with a quota has
+	// throttling counters of its own (ThrottleSubgroup).
+	adopt := func(c, sub *state, subPath string) {
 		if sub.hasCPUMax && sub.cpuMax.Limited() && (!c.hasCPUMax || !c.cpuMax.Limited() || sub.cpuMax.Cores() < c.cpuMax.Cores()) {
 			c.cpuMax, c.hasCPUMax = sub.cpuMax, true
+		}
+		if sub.inCPU && sub.hasCPUMax && sub.cpuMax.Limited() {
+			c.throttleSub = subPath
 		}
 		if sub.hasMemLimit && sub.memLimit > 0 && (!c.hasMemLimit || c.memLimit == 0 || sub.memLimit < c.memLimit) {
 			c.memLimit, c.hasMemLimit = sub.memLimit, true
@@ -168,7 +134,7 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 		s := found[d.path]
 		if s == nil {
 			s = &state{}
-			s.id, s.place = Locate(d.path, opts.BareRuntime)
+			s.id, s.place = cgroupid.Locate(d.path, opts.BareRuntime)
 			found[d.path] = s
 		}
 		s.inCPU = s.inCPU || d.cpu
@@ -188,7 +154,7 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 	var skipped Skipped
 	for p, s := range found {
 		switch s.place.Kind {
-		case KindBelowContainer:
+		case cgroupid.KindBelowContainer:
 			if s.place.RuntimeSubgroup {
 				skipped.RuntimeSubgroups++
 			} else {
@@ -197,22 +163,22 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 					skipped.Example = p
 				}
 			}
-			if c := found[s.place.Container]; c != nil && c.place.Kind != KindBelowContainer {
+			if c := found[s.place.Container]; c != nil && c.place.Kind != cgroupid.KindBelowContainer {
 				c.procs = c.procs || s.procs
-				c.pids = append(c.pids, s.pids[:min(len(s.pids), MaxProcs-len(c.pids))]...)
+				c.pids = append(c.pids, s.pids[:min(len(s.pids), cgroupfs.MaxProcs-len(c.pids))]...)
 				if s.place.RuntimeSubgroup {
-					adopt(c, s)
+					adopt(c, s, p)
 				}
 			}
-		case KindConmon:
+		case cgroupid.KindConmon:
 			skipped.Conmon++
 		}
 	}
-	out := make([]Cgroup, 0, len(found))
+	out := make([]cgroupid.Cgroup, 0, len(found))
 	for p, s := range found {
 		switch s.place.Kind {
-		case KindBelowContainer, KindConmon:
-		case KindPod, KindContainer, KindSandbox:
+		case cgroupid.KindBelowContainer, cgroupid.KindConmon:
+		case cgroupid.KindPod, cgroupid.KindContainer, cgroupid.KindSandbox:
 			s.exported = true
 		default:
 			s.exported = s.procs || (s.hasCPUMax && s.cpuMax.Limited()) || (s.hasMemLimit && s.memLimit > 0)
@@ -221,10 +187,11 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 			continue
 		}
 		slices.Sort(s.pids)
-		out = append(out, Cgroup{
+		out = append(out, cgroupid.Cgroup{
 			Path: p, Identity: s.id, Kind: s.place.Kind,
 			HasProcs: s.procs, PIDs: s.pids, InCPU: s.inCPU, InMemory: s.inMemory,
 			CPUMax: s.cpuMax, HasCPUMax: s.hasCPUMax, MemoryLimit: s.memLimit, HasMemoryLimit: s.hasMemLimit,
+			ThrottleSubgroup: s.throttleSub,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
@@ -238,58 +205,13 @@ func (l *Layout) DiscoverAll(ctx context.Context, opts WalkOptions) Discovery {
 	return Discovery{Cgroups: out, Errs: errs, Skipped: skipped}
 }
 
-// DiscoverQuotas walks only the cpu hierarchy and returns the cgroups with a CPU quota,
-// reading only their quota files (no cgroup.procs, no memory hierarchy): the throttling
-// sampler's rediscovery, a third of Discover's reads. Reads run within opts' budget and gate
-// as in Discover.
-func (l *Layout) DiscoverQuotas(ctx context.Context, opts WalkOptions) ([]Cgroup, []WalkError) {
-	h := l.CPU
-	if h == nil {
-		return nil, nil
-	}
-	var dirs []dirProbe
-	errs := walkKept(ctx, h, opts, func(dir, p string) {
-		dirs = append(dirs, dirProbe{h: h, dir: dir, path: p, cpu: true, quotaOnly: true})
-	})
-	complete := ctx.Err() == nil
-	n := opts.Cache.lookup(dirs)
-	// With every quota cached there is nothing to read.
-	var probe []dirProbe
-	for _, d := range dirs {
-		if !d.limitsCached {
-			probe = append(probe, d)
-		}
-	}
-	errs = append(errs, probeAll(ctx, opts, probe)...)
-	for i, j := 0, 0; i < len(dirs) && j < len(probe); i++ {
-		if !dirs[i].limitsCached {
-			dirs[i] = probe[j]
-			j++
-		}
-	}
-	var out []Cgroup
-	for i, d := range dirs {
-		if d.hasCPUMax && d.cpuMax.Limited() {
-			dirs[i].exported = true
-			id, place := Locate(d.path, opts.BareRuntime)
-			if place.Kind == KindBelowContainer || place.Kind == KindConmon {
-				continue
-			}
-			out = append(out, Cgroup{Path: d.path, Identity: id, Kind: place.Kind,
-				InCPU: true, InMemory: l.Memory == h, CPUMax: d.cpuMax, HasCPUMax: true})
-		}
-	}
-	opts.Cache.store(n, dirs, complete && ctx.Err() == nil)
-	return out, errs
-}
-
 // Paths lists the cgroup paths of the cpu and memory hierarchies (one walk when they are
 // the same, v2) that opts.Keep keeps, root excluded, by getdents alone: what the cgroup
 // source checks between walks to know whether any came or went. Sorted, without duplicates.
-func (l *Layout) Paths(ctx context.Context, opts WalkOptions) ([]string, []WalkError) {
+func Paths(ctx context.Context, l *cgroupfs.Layout, opts WalkOptions) ([]string, []WalkError) {
 	seen := map[string]bool{}
 	var errs []WalkError
-	hs := []*Hierarchy{l.CPU}
+	hs := []*cgroupfs.Hierarchy{l.CPU}
 	if l.Memory != nil && (l.CPU == nil || l.Memory.MountPoint != l.CPU.MountPoint) {
 		hs = append(hs, l.Memory)
 	}
@@ -314,7 +236,7 @@ func (l *Layout) Paths(ctx context.Context, opts WalkOptions) ([]string, []WalkE
 // walkKept walks h's directories (walkDirs) until ctx ends and calls visit with each one
 // whose cgroup path opts.Keep keeps; a filtered-out parent's children may still match, so the
 // walk goes on below it. Unreadable directories come back as WalkErrors.
-func walkKept(ctx context.Context, h *Hierarchy, opts WalkOptions, visit func(dir, path string)) []WalkError {
+func walkKept(ctx context.Context, h *cgroupfs.Hierarchy, opts WalkOptions, visit func(dir, path string)) []WalkError {
 	var errs []WalkError
 	walkDirs(h.MountPoint, func(dir string) bool {
 		if ctx.Err() != nil {
@@ -332,10 +254,9 @@ func walkKept(ctx context.Context, h *Hierarchy, opts WalkOptions, visit func(di
 
 // dirProbe is one cgroup directory found by the walk and what reading it told.
 type dirProbe struct {
-	h           *Hierarchy
+	h           *cgroupfs.Hierarchy
 	dir, path   string
 	cpu, memory bool // which controllers' files to read here
-	quotaOnly   bool // read the quota only (DiscoverQuotas)
 	listPIDs    bool // list cgroup.procs whole (the process hierarchy), not just peek at it
 
 	probed       bool // read returned (the fields below are what it found)
@@ -345,7 +266,7 @@ type dirProbe struct {
 	procs       bool
 	pids        []int
 	procsErr    error
-	cpuMax      CPUMax
+	cpuMax      cgroupfs.CPUMax
 	hasCPUMax   bool
 	memLimit    uint64
 	hasMemLimit bool
@@ -355,13 +276,13 @@ func (d dirProbe) read() (dirProbe, error) {
 	d.probed = true
 	switch {
 	case d.listPIDs:
-		d.pids, d.procsErr = ReadProcs(d.dir)
+		d.pids, d.procsErr = cgroupfs.ReadProcs(d.dir)
 		d.procs = len(d.pids) > 0
 		if d.procsErr != nil {
 			d.pids = nil // a partial list (truncated, or a read error midway) is not listed
 		}
-	case !d.quotaOnly:
-		d.procs, d.procsErr = hasProcs(d.dir)
+	default:
+		d.procs, d.procsErr = cgroupfs.HasProcs(d.dir)
 	}
 	// A cgroup with processes is exported: its limits must be current (a resize).
 	d.limitsCached = d.limitsCached && !d.procs
@@ -398,98 +319,14 @@ func probeAll(ctx context.Context, opts WalkOptions, dirs []dirProbe) []WalkErro
 	return errs
 }
 
-// hasProcs reports whether cgroup.procs lists any process; it reads only the first bytes
-// (the root cgroup may list every process of the host).
-func hasProcs(dir string) (bool, error) {
-	path := filepath.Join(dir, "cgroup.procs")
-	fd, err := openReadOnly(path)
-	if err != nil {
-		return false, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer syscall.Close(fd)
-	var b [16]byte
-	n, err := syscall.Read(fd, b[:])
-	if err == syscall.EAGAIN || (n <= 0 && !regular(fd)) {
-		return false, &os.PathError{Op: "read", Path: path, Err: ErrWouldBlock}
-	}
-	return n > 0, nil
-}
-
 // readCPUMax reads the quota of the hierarchy's version.
-func readCPUMax(h *Hierarchy, dir string) (CPUMax, bool) {
+func readCPUMax(h *cgroupfs.Hierarchy, dir string) (cgroupfs.CPUMax, bool) {
 	m, err := h.ReadCPUMax(dir)
 	return m, err == nil
 }
 
 // readMemoryLimit reads memory.max (v2) or memory.limit_in_bytes (v1); 0 means unlimited.
-func readMemoryLimit(h *Hierarchy, dir string) (uint64, bool) {
+func readMemoryLimit(h *cgroupfs.Hierarchy, dir string) (uint64, bool) {
 	v, err := h.ReadMemoryLimit(dir)
 	return v, err == nil
-}
-
-// MaxProcs caps the PIDs ReadProcs returns: more than any real cgroup holds (the kernel's
-// threads-max is lower on any host this runs on), few enough that a bogus or hostile
-// cgroup.procs costs at most 2 MiB of PIDs and a 64 KiB buffer.
-const MaxProcs = 1 << 18
-
-// ErrTruncated marks a file longer than the exporter reads; it wraps ErrParse.
-var ErrTruncated = fmt.Errorf("%w: longer than the read cap", ErrParse)
-
-// procsBuffers recycles ReadProcs' read buffers: discovery lists every cgroup's cgroup.procs,
-// and a fresh 64 KiB buffer each was most of a walk's garbage at 1 000 cgroups.
-var procsBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
-
-// ReadProcs lists the PIDs in a cgroup's cgroup.procs (in the exporter's PID namespace). It
-// streams the file; past MaxProcs PIDs it stops and returns them with ErrTruncated.
-func ReadProcs(dir string) ([]int, error) {
-	path := filepath.Join(dir, "cgroup.procs")
-	fd, err := openReadOnly(path)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer syscall.Close(fd)
-	bp := procsBuffers.Get().(*[]byte)
-	defer procsBuffers.Put(bp)
-	buf := *bp
-	var pids []int
-	pid, digits, bad := 0, 0, false
-	for total := 0; ; {
-		n, err := syscall.Read(fd, buf)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err == syscall.EAGAIN || (err == nil && n == 0 && total == 0 && !regular(fd)) {
-			return nil, &os.PathError{Op: "read", Path: path, Err: ErrWouldBlock}
-		}
-		if err != nil {
-			return pids, &os.PathError{Op: "read", Path: path, Err: err}
-		}
-		if n == 0 {
-			break
-		}
-		total += n
-		for _, c := range buf[:n] {
-			switch {
-			case c >= '0' && c <= '9':
-				if pid < 1<<31 {
-					pid = pid*10 + int(c-'0')
-				}
-				digits++
-			case c == '\n':
-				if digits > 0 && !bad && pid > 0 && pid < 1<<31 {
-					if len(pids) == MaxProcs {
-						return pids, fmt.Errorf("%s: %w (%d PIDs)", path, ErrTruncated, MaxProcs)
-					}
-					pids = append(pids, pid)
-				}
-				pid, digits, bad = 0, 0, false
-			default:
-				bad = true
-			}
-		}
-	}
-	if digits > 0 && !bad && pid > 0 && pid < 1<<31 && len(pids) < MaxProcs {
-		pids = append(pids, pid)
-	}
-	return pids, nil
 }

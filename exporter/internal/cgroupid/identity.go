@@ -1,6 +1,6 @@
 //go:build linux
 
-package cgroupfs
+package cgroupid
 
 import (
 	"strconv"
