@@ -124,11 +124,26 @@ func TestDiagnoseWarmup(t *testing.T) {
 		t.Errorf("judged old: findings %s, want throttling and no warm-up", findingKeys(old))
 	}
 
-	// History, once the warm-up is over (some 25 s here): the first 30 s of the process
-	// against the 25 s after them, from what Prometheus stored. The request now follows the
-	// steady state.
-	time.Sleep(time.Until(started.Add(55 * time.Second)))
-	hist, _ := diagnoseJSON(t, bin, "--prometheus.url="+promURL, "--since=60s", "--warmup.period=30s")
+	// History, once the warm-up is over: the warm-up against the steady state after it, from
+	// what Prometheus stored. The request now follows the steady state.
+	// When the warm-up ended is the kernel's to say: the JIT settles some 25 s after the start
+	// on a quiet machine and later on a busy one, and while it compiles the cgroup is still
+	// throttled. The warm-up period given to diagnose ends when cpu.stat's throttled periods
+	// stopped rising (held still for 15 s, at most 150 s after the start); the steady state is
+	// what follows.
+	time.Sleep(time.Until(started.Add(30 * time.Second)))
+	throttled := func() uint64 { return s.cg.ReadKeyed("cpu", "cpu.stat")["nr_throttled"] }
+	last, prev := time.Now(), throttled()
+	for time.Since(last) < 15*time.Second && time.Since(started) < 150*time.Second {
+		time.Sleep(time.Second)
+		if cur := throttled(); cur != prev {
+			last, prev = time.Now(), cur
+		}
+	}
+	period := last.Sub(started).Round(time.Second) + 2*time.Second
+	since := time.Since(started).Round(time.Second) + 5*time.Second
+	t.Logf("history: the cgroup's throttling stopped %s after the start; diagnose --since=%s --warmup.period=%s", last.Sub(started).Round(time.Second), since, period)
+	hist, _ := diagnoseJSON(t, bin, "--prometheus.url="+promURL, "--since="+since.String(), "--warmup.period="+period.String())
 	f = diagnose.Finding{}
 	for _, g := range findingsFor(hist, s.cg.Path) {
 		if g.Rule == diagnose.RuleWarmup {
