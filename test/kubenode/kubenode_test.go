@@ -535,7 +535,13 @@ func kernelCPULimit(ctx context.Context, tg *target, id string) (float64, error)
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) < len(dirs[j]) })
 	dir := dirs[0] // crun's subgroup is below the container's scope
 	var files []string
-	for _, d := range []string{dir, filepath.Dir(dir)} {
+	ds := []string{dir, filepath.Dir(dir)}
+	if len(dirs) > 1 && dirs[1] == dir+"/container" {
+		// crun on containerd: the container's limit is its subgroup's (and the kubelet updates
+		// the pod's cgroup before the container's).
+		ds = append(ds, dirs[1])
+	}
+	for _, d := range ds {
 		if tg.layout.V2 {
 			files = append(files, d+"/cpu.max")
 		} else {

