@@ -536,11 +536,6 @@ func kernelCPULimit(ctx context.Context, tg *target, id string) (float64, error)
 	dir := dirs[0] // crun's subgroup is below the container's scope
 	var files []string
 	ds := []string{dir, filepath.Dir(dir)}
-	if len(dirs) > 1 && dirs[1] == dir+"/container" {
-		// crun on containerd: the container's limit is its subgroup's (and the kubelet updates
-		// the pod's cgroup before the container's).
-		ds = append(ds, dirs[1])
-	}
 	for _, d := range ds {
 		if tg.layout.V2 {
 			files = append(files, d+"/cpu.max")
@@ -551,6 +546,12 @@ func kernelCPULimit(ctx context.Context, tg *target, id string) (float64, error)
 	out, err = tg.Node.Exec(ctx, append([]string{"cat"}, files...)...)
 	if err != nil {
 		return 0, err
+	}
+	if tg.layout.V2 {
+		// crun on containerd: the container's limit is its "container" subgroup's, which the
+		// kubelet updates after the pod's cgroup.
+		sub, _ := tg.Node.Exec(ctx, "sh", "-c", "cat "+dir+"/container/cpu.max 2>/dev/null; true")
+		out += " " + sub
 	}
 	f := strings.Fields(out)
 	cores := -1.0
