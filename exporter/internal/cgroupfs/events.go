@@ -20,11 +20,22 @@ func ReadMemoryEvents(dir string) (map[string]uint64, error) {
 // ancestor too, to memory.events.local of that cgroup only). ok is false when the kernel has
 // no such file (before 5.2).
 func ReadOOMKillsLocal(dir string) (kills uint64, ok bool, err error) {
-	m, err := readKeyedFile(filepath.Join(dir, "memory.events.local"))
+	// Read every scrape for each pod slice: parsed in place, no map.
+	var oomKill, groupKills uint64
+	err = readFile(filepath.Join(dir, "memory.events.local"), func(b []byte) error {
+		return parseKeyed(b, func(k []byte, v uint64) {
+			switch string(k) {
+			case "oom_kill":
+				oomKill = v
+			case "oom_group_kill":
+				groupKills = v
+			}
+		})
+	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}
-	return OOMKilled(m["oom_kill"], m["oom_group_kill"]), err == nil, err
+	return OOMKilled(oomKill, groupKills), err == nil, err
 }
 
 // OOMKilled is the number of processes the OOM killer killed, from v2's oom_kill and
