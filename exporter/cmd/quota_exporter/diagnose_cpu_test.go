@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,6 +153,7 @@ func TestDiagnoseWarmup(t *testing.T) {
 		}
 	}
 	if f.Rule == "" {
+		logHistory(t, promURL, s.cg.Path, started)
 		t.Fatalf("history: no %s finding: %s", diagnose.RuleWarmup, findingKeys(hist))
 	}
 	t.Logf("history: %s; fix %s", evidenceText(f), f.Fix.Text)
@@ -267,5 +270,42 @@ func TestDiagnoseNodeDebugLayout(t *testing.T) {
 		if user != "0" && (rules[diagnose.RuleGoMaxProcs] || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "need root")) {
 			t.Errorf("as uid %s: want no GOMAXPROCS finding and a note that root is needed", user)
 		}
+	}
+}
+
+// logHistory logs what Prometheus stored of a cgroup since start, 5 s a row: its throttled
+// periods and seconds, its periods and its processes' CPU (what history diagnose judged).
+func logHistory(t *testing.T, promURL, cgroup string, start time.Time) {
+	t.Helper()
+	sel := fmt.Sprintf("{cgroup=%q}", cgroup)
+	for _, expr := range []string{
+		"increase(quota_cpu_periods_total" + sel + "[5s])",
+		"increase(quota_cpu_throttled_periods_total" + sel + "[5s])",
+		"increase(quota_cpu_throttled_seconds_total" + sel + "[5s])",
+		"sum(increase(quota_process_cpu_seconds_total" + sel + "[5s]))",
+		"max(time() - quota_process_start_time_seconds" + sel + ")",
+	} {
+		q := url.Values{"query": {expr}, "start": {strconv.FormatInt(start.Unix(), 10)}, "end": {strconv.FormatInt(time.Now().Unix(), 10)}, "step": {"5"}}
+		resp, err := http.Get(promURL + "/api/v1/query_range?" + q.Encode())
+		if err != nil {
+			t.Logf("%s: %v", expr, err)
+			continue
+		}
+		var body struct {
+			Data struct {
+				Result []struct {
+					Values [][2]any `json:"values"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		var row []string
+		for _, r := range body.Data.Result {
+			for _, v := range r.Values {
+				row = append(row, fmt.Sprint(v[1]))
+			}
+		}
+		t.Logf("%s (err %v): %s", expr, err, strings.Join(row, " "))
 	}
 }

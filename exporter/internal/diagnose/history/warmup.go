@@ -98,9 +98,10 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 					continue
 				}
 				if tp > 0 {
-					ph.held.seconds += pending + step.Seconds()
-					ph.held.cpu += c
-					ph.held.throttled += thr
+					ph.held.add(pending+step.Seconds(), c, thr)
+				}
+				if pp > 0 && tp >= pinnedShare*pp {
+					ph.pinned.add(pending+step.Seconds(), c, thr)
 				}
 				pending = 0
 			}
@@ -108,10 +109,15 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 				continue
 			}
 			// The demand is measured while the limit held the process back: warm-up steps
-			// after the JIT has settled (a warm-up shorter than the span) would dilute it.
+			// after the JIT has settled (a warm-up shorter than the span) would dilute it,
+			// and so would steps throttled now and then by a burst, as a JVM's requests are
+			// once its compiler is done. The steps pinned at the limit say it best; then any
+			// throttled step; then the whole warm-up.
 			used, held := warm.cpu/warm.seconds, warm.throttled/warm.seconds
-			if warm.held.seconds > 0 {
-				used, held = warm.held.cpu/warm.held.seconds, warm.held.throttled/warm.held.seconds
+			if s := warm.pinned; s.seconds > 0 {
+				used, held = s.cpu/s.seconds, s.throttled/s.seconds
+			} else if s := warm.held; s.seconds > 0 {
+				used, held = s.cpu/s.seconds, s.throttled/s.seconds
 			}
 			wu := &diagnose.WarmupFacts{AgeSeconds: warm.seconds, Cores: used, ThrottledCores: held, ThrottledShare: warm.share()}
 			if steady.seconds > 0 {
@@ -123,11 +129,25 @@ func warmups(ctx context.Context, q v1.API, o Options, sel string, ws []diagnose
 	return nil
 }
 
+// pinnedShare: a step in which the binding cgroup was throttled in at least this share of
+// its periods was held at the limit for most of it; its usage plus throttled time is the
+// demand the limit cut off, not a burst's.
+const pinnedShare = 0.5
+
 // phase sums a process's steps in warm-up or after it; held sums the steps in which its
-// binding cgroup was throttled.
+// binding cgroup was throttled, pinned those in which it was throttled in most periods.
 type phase struct {
 	seconds, cpu, throttled, throttledPeriods, periods float64
-	held                                               struct{ seconds, cpu, throttled float64 }
+	held, pinned                                       steps
+}
+
+// steps sums the time, CPU and throttled time of some of a phase's steps.
+type steps struct{ seconds, cpu, throttled float64 }
+
+func (s *steps) add(seconds, cpu, throttled float64) {
+	s.seconds += seconds
+	s.cpu += cpu
+	s.throttled += throttled
 }
 
 func (p phase) share() float64 {
