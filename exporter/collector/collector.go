@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/budget"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 )
 
 const namespace = "quota"
@@ -118,6 +119,7 @@ func (b boundSet) Collect(ch chan<- prometheus.Metric) {
 		ctx = budget.WithMeter(ctx, meter)
 	}
 	defer meter.Done()
+	ctx = cgroups.PinWalk(ctx) // one walk for all of the scrape's collectors
 	var runs []*collectorRun
 	for name, c := range b.s.collectors {
 		if !b.s.runs.claim(name) {

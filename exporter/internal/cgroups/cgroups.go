@@ -168,7 +168,34 @@ func (s *Source) Layout() *cgroupfs.Layout { return s.layout }
 // it only until its own ctx ends (then it gets an empty snapshot, Generation 0, and a
 // timeout): no caller waits on a lock held across the walk's system calls. A walk cut short
 // by its ctx is returned to its callers but not published (Generation 0).
+//
+// Under a context from PinWalk, every call returns the first published walk any of them got.
 func (s *Source) Snapshot(ctx context.Context) *Snapshot {
+	pin, _ := ctx.Value(pinKey{}).(*atomic.Pointer[Snapshot])
+	if pin == nil {
+		return s.snapshot(ctx)
+	}
+	if snap := pin.Load(); snap != nil {
+		return snap
+	}
+	snap := s.snapshot(ctx)
+	if snap.Generation != 0 && !pin.CompareAndSwap(nil, snap) {
+		return pin.Load()
+	}
+	return snap
+}
+
+type pinKey struct{}
+
+// PinWalk returns a context under which Snapshot gives every caller one walk: the
+// collectors of a scrape run concurrently, and the rediscovery schedule may publish a walk
+// between two of them. Without the pin a container removed in between was exported live by
+// one collector (under the names of the walk that first saw it) and as gone by another.
+func PinWalk(ctx context.Context) context.Context {
+	return context.WithValue(ctx, pinKey{}, new(atomic.Pointer[Snapshot]))
+}
+
+func (s *Source) snapshot(ctx context.Context) *Snapshot {
 	s.mu.Lock()
 	if snap := s.latest.Load(); snap != nil && !s.expired && time.Since(snap.At) < s.MaxAge {
 		s.mu.Unlock()

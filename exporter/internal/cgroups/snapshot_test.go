@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -173,5 +174,27 @@ func TestDeltaAddsCgroupThatReachedAnotherHierarchy(t *testing.T) {
 	}
 	if added, removed := diff(next, prev); len(added) != 0 || len(removed) != 0 {
 		t.Errorf("a cgroup that left a hierarchy but stays: added %v, removed %v; want neither", paths(added), paths(removed))
+	}
+}
+
+// Under PinWalk every collector of a scrape sees the walk the first one got, even when a
+// later walk (the schedule's, between two collectors) no longer lists a removed container:
+// one collector must not export it live while another exports it as gone.
+func TestPinWalkGivesOneWalkPerScrape(t *testing.T) {
+	src, root := fixtureSource(t) // MaxAge 0: every unpinned call walks
+	scrape := PinWalk(context.Background())
+	first := src.Snapshot(scrape)
+	if err := os.RemoveAll(filepath.Join(root, "sys", "fs", "cgroup", container)); err != nil {
+		t.Fatal(err)
+	}
+	later := src.Snapshot(context.Background())
+	if got := src.Snapshot(scrape); got != first {
+		t.Fatalf("pinned scrape got generation %d after generation %d was published, want %d", got.Generation, later.Generation, first.Generation)
+	}
+	if slices.Contains(paths(later.Cgroups), container) || !slices.Contains(paths(first.Cgroups), container) {
+		t.Errorf("the unpinned walk still lists the removed container: %v", paths(later.Cgroups))
+	}
+	if next := src.Snapshot(PinWalk(context.Background())); next == first {
+		t.Error("a new scrape got the old scrape's walk")
 	}
 }
