@@ -422,12 +422,15 @@ func peerNamespaces(f networkingv1.NetworkPolicyPeer) ([]string, error) {
 	return names, nil
 }
 
-// PeakRSS3000 is the highest peak RSS docs/performance.md ("Real node") reports for the exporter
-// at 3 000 cgroups (80.1 MiB; 67 MiB at the latest run): memory limits must stay clearly above
-// it (MinMemoryLimit), or the node's largest exporters are OOM-killed on a busy scrape.
+// PeakRSS3000 is the peak RSS docs/performance.md ("Real node") reports for the exporter at
+// 3 000 cgroups (67.0 MiB), and HostilePeak the memory cgroup's peak the hostile-node test
+// allows with every tenant class at once (test/hostile PeakBound; measured 120.6–124.4 MiB).
+// Memory limits must stay clearly above both (MinMemoryLimit), or the node's largest
+// exporters are OOM-killed on a busy scrape, or by a tenant.
 const (
-	PeakRSS3000    = 81 << 20
-	MinMemoryLimit = 2 * PeakRSS3000
+	PeakRSS3000    = 67 << 20
+	HostilePeak    = 160 << 20
+	MinMemoryLimit = max(2*PeakRSS3000, HostilePeak)
 )
 
 // CheckResources: CPU and memory requests, a CPU limit of its own at or above the request, and a
@@ -445,7 +448,7 @@ func CheckResources(t testing.TB, r corev1.ResourceRequirements) {
 	}
 	mem, ok := r.Limits[corev1.ResourceMemory]
 	if !ok || mem.Value() < MinMemoryLimit {
-		t.Errorf("memory limit %s: want at least %d MiB, twice the documented peak at 3 000 cgroups", mem.String(), MinMemoryLimit>>20)
+		t.Errorf("memory limit %s: want at least %d MiB, twice the documented peak at 3 000 cgroups and the hostile-node bound", mem.String(), MinMemoryLimit>>20)
 	}
 }
 
