@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kubenames"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -323,7 +324,9 @@ func TestRealCrunContainerdLimitsOnSubgroup(t *testing.T) {
 
 // Issue 30, sandboxes: the pod's pause container (containerd: a container cgroup the kubelet
 // never links in /var/log/containers, running pause) is exported with container="POD"; a
-// container the kubelet has not linked yet (it links after the runtime started it) is not.
+// container the kubelet has not linked yet (it links after the runtime started it) is not a
+// sandbox, and is held back until its link names it: its series carry its name from the
+// first, not its pod's alone for a scrape (a label set of its own, which alerts saw).
 func TestRealSandboxIsPOD(t *testing.T) {
 	n := newNodeTree(t, "sandbox")
 	pod := "kubepods/burstable/pod" + realUIDA
@@ -333,12 +336,31 @@ func TestRealSandboxIsPOD(t *testing.T) {
 	run(t, n.at(pod+"/"+realIDB, testutil.CgroupOptions{}), sleeper(t, "starting"), "600")
 	env := n.env([]testutil.KubeletContainer{{Namespace: "shop", Pod: "web-0", UID: realUIDA, Container: "app", ID: realIDA}})
 	mfs := scrapeLayout(t, env)
-	for _, c := range []struct{ id, container string }{{realIDC, "POD"}, {realIDA, "app"}, {realIDB, ""}} {
-		m := seriesForLabels(mfs, "quota_memory_usage_bytes", "cgroup", n.path(pod+"/"+c.id), "namespace", "shop", "pod", "web-0", "container", c.container)
-		if m == nil {
-			t.Errorf("%s…: no series with namespace shop, pod web-0, container %q: %v", c.id[:8], c.container, seriesLabels(mfs, "quota_memory_usage_bytes"))
+	check := func(want []struct{ id, container string }) {
+		t.Helper()
+		for _, c := range want {
+			m := seriesForLabels(mfs, "quota_memory_usage_bytes", "cgroup", n.path(pod+"/"+c.id), "namespace", "shop", "pod", "web-0", "container", c.container)
+			if m == nil {
+				t.Errorf("%s…: no series with namespace shop, pod web-0, container %q: %v", c.id[:8], c.container, seriesLabels(mfs, "quota_memory_usage_bytes"))
+			}
 		}
 	}
+	check([]struct{ id, container string }{{realIDC, "POD"}, {realIDA, "app"}})
+	for name := range mfs {
+		for _, l := range seriesLabels(mfs, name) {
+			if l["cgroup"] == n.path(pod+"/"+realIDB) {
+				t.Errorf("the unlinked container is exported: %s %v", name, l)
+			}
+		}
+	}
+	if got := len(env.Cgroups.Latest().Unlinked); got != 1 {
+		t.Errorf("%d containers held back as unlinked, want 1", got)
+	}
+	// The kubelet links it; the namer looks again after a miss within its miss interval.
+	testutil.WriteKubeletLogs(t, env.Config.PodLogsPath, testutil.KubeletContainer{Namespace: "shop", Pod: "web-0", UID: realUIDA, Container: "worker", ID: realIDB})
+	time.Sleep(kubenames.DefaultMissInterval + 100*time.Millisecond)
+	mfs = scrapeLayout(t, env)
+	check([]struct{ id, container string }{{realIDC, "POD"}, {realIDA, "app"}, {realIDB, "worker"}})
 }
 
 // Issue 30, in-place resize: the limits of a container and its pod change while the exporter

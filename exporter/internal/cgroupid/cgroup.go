@@ -34,6 +34,11 @@ type Cgroup struct {
 	HasCPUMax      bool
 	MemoryLimit    uint64
 	HasMemoryLimit bool
+	// Unlinked: a container of a pod the kubelet knows that the kubelet has not linked in its
+	// log directory yet (it links a container just after the runtime started it), seen for
+	// less than kubenames.LinkGrace. The cgroup source holds it back from the collectors so
+	// that a container's series carry its name from the first (the OOM watcher watches it).
+	Unlinked bool
 	// ThrottleSubgroup is crun's "container" subgroup of this container's scope when it has a
 	// CPU quota of its own (DiscoverAll only; "" otherwise). The kernel counts throttling in
 	// the cpu.stat of the quota's own cgroup only, so the container's throttling counters are

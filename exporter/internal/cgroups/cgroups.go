@@ -251,7 +251,9 @@ func (s *Source) runWalk(ctx context.Context, w *walk) {
 	}
 	cgs = s.withinBudget(cgs)
 	labelPaths(cgs)
-	w.snap = newSnapshot(0, cgs, errs)
+	exported, unlinked := splitUnlinked(cgs)
+	w.snap = newSnapshot(0, exported, errs)
+	w.snap.Unlinked = unlinked
 	w.snap.Skipped = d.Skipped
 	s.mu.Lock()
 	s.walking = nil

@@ -4,6 +4,7 @@ package cgroups
 
 import (
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
@@ -17,6 +18,9 @@ type Snapshot struct {
 	Generation uint64
 	At         time.Time
 	Cgroups    []cgroupid.Cgroup
+	// Unlinked are the containers held back until the kubelet links them (Cgroup.Unlinked):
+	// not exported, but in the deltas, so the OOM watcher watches them from the first.
+	Unlinked []cgroupid.Cgroup
 	// Errs are the walk's unreadable directories, already counted (Counted).
 	Errs []WalkError
 	// Skipped counts the cgroups the walk found and does not export (below containers, conmon).
@@ -120,27 +124,55 @@ func (sub *Subscription) Next() (d Delta, ok bool) {
 	return d, true
 }
 
-// diff lists the cgroups of next not in prev, and of prev not in next, by path.
+// diff lists the cgroups of next not in prev, and of prev not in next, by path (the
+// unlinked containers included).
 func diff(prev, next *Snapshot) (added, removed []cgroupid.Cgroup) {
 	old := map[string]cgroupid.Cgroup{}
-	if prev != nil {
-		for _, cg := range prev.Cgroups {
-			old[cg.Path] = cg
-		}
+	for _, cg := range listed(prev) {
+		old[cg.Path] = cg
 	}
-	now := make(map[string]bool, len(next.Cgroups))
-	for _, cg := range next.Cgroups {
+	nextListed := listed(next)
+	now := make(map[string]bool, len(nextListed))
+	for _, cg := range nextListed {
 		now[cg.Path] = true
 		if was, ok := old[cg.Path]; !ok || cg.InCPU && !was.InCPU || cg.InMemory && !was.InMemory {
 			added = append(added, cg)
 		}
 	}
-	if prev != nil {
-		for _, cg := range prev.Cgroups {
-			if !now[cg.Path] {
-				removed = append(removed, cg)
-			}
+	for _, cg := range listed(prev) {
+		if !now[cg.Path] {
+			removed = append(removed, cg)
 		}
 	}
 	return added, removed
+}
+
+// splitUnlinked separates the containers held back until the kubelet links them.
+func splitUnlinked(cgs []cgroupid.Cgroup) (exported, unlinked []cgroupid.Cgroup) {
+	for _, cg := range cgs {
+		if cg.Unlinked {
+			unlinked = append(unlinked, cg)
+		}
+	}
+	if unlinked == nil {
+		return cgs, nil
+	}
+	exported = make([]cgroupid.Cgroup, 0, len(cgs)-len(unlinked))
+	for _, cg := range cgs {
+		if !cg.Unlinked {
+			exported = append(exported, cg)
+		}
+	}
+	return exported, unlinked
+}
+
+// listed is every cgroup a snapshot lists: the exported ones and the unlinked containers.
+func listed(snap *Snapshot) []cgroupid.Cgroup {
+	if snap == nil {
+		return nil
+	}
+	if len(snap.Unlinked) == 0 {
+		return snap.Cgroups
+	}
+	return slices.Concat(snap.Cgroups, snap.Unlinked)
 }

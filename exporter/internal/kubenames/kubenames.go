@@ -35,6 +35,9 @@ type Container struct {
 	Namespace, Pod, Name string
 }
 
+// DefaultMissInterval is how soon a lookup that missed reads the directories again.
+const DefaultMissInterval = 5 * time.Second
+
 // Options tune a Resolver. Zero values take the defaults.
 type Options struct {
 	// Interval between refreshes (default 30s). A lookup that misses refreshes early, at
@@ -77,7 +80,7 @@ func New(podLogs string, opt Options) *Resolver {
 		opt.Interval = 30 * time.Second
 	}
 	if opt.MissInterval <= 0 {
-		opt.MissInterval = 5 * time.Second
+		opt.MissInterval = DefaultMissInterval
 	}
 	if opt.MaxEntries <= 0 {
 		opt.MaxEntries = 20000

@@ -25,7 +25,18 @@ type Namer struct {
 	// sandboxes are the container cgroups found to be sandboxes (by path), kept while
 	// discovery lists them: a sandbox stays one.
 	sandboxes map[string]bool
+	// unlinked: when each container of a known pod was first seen without its link, while
+	// it stays so (Cgroup.Unlinked).
+	unlinked map[string]time.Time
+	now      func() time.Time
 }
+
+// LinkGrace is how long a container of a known pod without a link in the kubelet's log
+// directory is held back (Cgroup.Unlinked). The kubelet links a container within a second
+// of its start, and the resolver looks again after a miss within its MissInterval (5 s), so
+// a container is normally exported from the next walk on, named. One never linked (the
+// containers directory not mounted) is exported by its pod's names after it.
+const LinkGrace = time.Minute
 
 // NewNamer names from the kubelet's log directories under podLogs (the host's /var/log),
 // reading processes' comm under procPath; nil when podLogs is "": no names.
@@ -33,7 +44,8 @@ func NewNamer(podLogs, procPath string) *Namer {
 	if podLogs == "" {
 		return nil
 	}
-	return &Namer{r: New(podLogs, Options{}), procPath: procPath, sandboxes: map[string]bool{}}
+	return &Namer{r: New(podLogs, Options{}), procPath: procPath, sandboxes: map[string]bool{},
+		unlinked: map[string]time.Time{}, now: time.Now}
 }
 
 // Stats returns the resolver's counters.
@@ -43,17 +55,36 @@ func (n *Namer) Stats() Stats { return n.r.Stats() }
 // and sandboxes, its pod UID. Called by one walk at a time.
 func (n *Namer) Name(cgs []cgroupid.Cgroup) {
 	seen := make(map[string]bool, len(n.sandboxes))
+	unlinked := make(map[string]bool, len(n.unlinked))
+	now := n.now()
 	for i := range cgs {
 		cg := &cgs[i]
-		// A container of a pod the kubelet knows that it has not linked: the sandbox?
-		if n.NameCgroup(cg) && cg.Kind == cgroupid.KindContainer && cg.Names.Container == "" && n.isSandbox(cg) {
+		// A container of a pod the kubelet knows that it has not linked: the sandbox, or a
+		// container the kubelet is starting.
+		if !n.NameCgroup(cg) || cg.Kind != cgroupid.KindContainer || cg.Names.Container != "" {
+			continue
+		}
+		if n.isSandbox(cg) {
 			cg.Kind = cgroupid.KindSandbox
 			seen[cg.Path] = true
+			continue
 		}
+		first, ok := n.unlinked[cg.Path]
+		if !ok {
+			first = now
+			n.unlinked[cg.Path] = now
+		}
+		unlinked[cg.Path] = true
+		cg.Unlinked = now.Sub(first) < LinkGrace
 	}
 	for p := range n.sandboxes {
 		if !seen[p] {
 			delete(n.sandboxes, p)
+		}
+	}
+	for p := range n.unlinked {
+		if !unlinked[p] {
+			delete(n.unlinked, p)
 		}
 	}
 }
