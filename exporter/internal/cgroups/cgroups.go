@@ -21,6 +21,7 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupfs"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroupid"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/jvm"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/readerr"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
@@ -69,8 +70,9 @@ type Source struct {
 	stopScheduleFn context.CancelFunc
 	checkEvery     time.Duration
 
-	names   Namer        // nil: no Kubernetes names
-	budgets *budget.Book // nil: no cgroup budget
+	procPath string
+	names    Namer        // nil: no Kubernetes names
+	budgets  *budget.Book // nil: no cgroup budget
 
 	logger *slog.Logger
 	// hostPIDs: the exporter is in the host's PID namespace (pidNamespace); dropPIDs: the
@@ -136,6 +138,7 @@ func New(o Options, logger *slog.Logger) (*Source, error) {
 		opts: WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
 			Cache: &ProbeCache{MaxAge: settingsMaxAge}},
 		names:        o.Names,
+		procPath:     o.ProcPath,
 		logger:       logger,
 		hostPIDs:     host,
 		dropPIDs:     !pidsUsable,
@@ -235,6 +238,8 @@ type walk struct {
 
 func (s *Source) runWalk(ctx context.Context, w *walk) {
 	d := DiscoverAll(ctx, s.layout, s.opts)
+	// Every process the walk listed started by now (0: unknown, no check).
+	listedBy, _ := kernel.UptimeTicks(s.procPath)
 	cgs, errs := d.Cgroups, d.Errs
 	if s.dropPIDs {
 		for i := range cgs {
@@ -254,6 +259,7 @@ func (s *Source) runWalk(ctx context.Context, w *walk) {
 	exported, unlinked := splitUnlinked(cgs)
 	w.snap = newSnapshot(0, exported, errs)
 	w.snap.Unlinked = unlinked
+	w.snap.ListedBy = listedBy
 	w.snap.Skipped = d.Skipped
 	s.mu.Lock()
 	s.walking = nil

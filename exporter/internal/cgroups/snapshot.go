@@ -21,6 +21,10 @@ type Snapshot struct {
 	// Unlinked are the containers held back until the kubelet links them (Cgroup.Unlinked):
 	// not exported, but in the deltas, so the OOM watcher watches them from the first.
 	Unlinked []cgroupid.Cgroup
+	// ListedBy is the kernel's time since boot when the walk had listed the cgroups'
+	// processes (PIDs), in clock ticks: a process with that PID that started later is not
+	// the one listed (the PID was reused). 0: unknown.
+	ListedBy uint64
 	// Errs are the walk's unreadable directories, already counted (Counted).
 	Errs []WalkError
 	// Skipped counts the cgroups the walk found and does not export (below containers, conmon).

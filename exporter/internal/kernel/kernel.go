@@ -138,6 +138,29 @@ func BootTime(procfs string) (float64, error) {
 	return 0, fmt.Errorf("boot time: no btime in %s/stat", procfs)
 }
 
+// UptimeTicks reads the time since boot (<procfs>/uptime, CLOCK_BOOTTIME, the clock of
+// start times in /proc/<pid>/stat) in clock ticks, rounded down as the kernel rounds start
+// times: a process that started before the read has a start time at most this.
+func UptimeTicks(procfs string) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(procfs, "uptime"))
+	if err != nil {
+		return 0, fmt.Errorf("uptime: %w", err)
+	}
+	return ParseUptimeTicks(b)
+}
+
+// ParseUptimeTicks parses the first field of /proc/uptime ("38060.83 18899.30\n").
+func ParseUptimeTicks(b []byte) (uint64, error) {
+	first, _, _ := bytes.Cut(b, []byte(" "))
+	secs, frac, ok := bytes.Cut(first, []byte("."))
+	s, err1 := strconv.ParseUint(string(secs), 10, 40)
+	c, err2 := strconv.ParseUint(string(frac), 10, 8)
+	if !ok || len(frac) != 2 || err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("uptime: malformed %q", b[:min(len(b), 64)])
+	}
+	return s*UserHZ + c*UserHZ/100, nil
+}
+
 // ErrPIDReused is a process whose PID now belongs to another process (its start time
 // differs): what was read by that PID is the other process's. It wraps os.ErrNotExist: the
 // process read is gone.

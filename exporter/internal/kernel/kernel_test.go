@@ -111,3 +111,27 @@ func FuzzParseStartTicks(f *testing.F) {
 	f.Add([]byte("1234 (sleep) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 2400000"))
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ParseStartTicks(b) })
 }
+
+// The kernel's uptime (CLOCK_BOOTTIME) in ticks is at least every running process's start
+// time: the walk's listing time compared with start times tells a reused PID.
+func TestUptimeTicksAtLeastStartTicks(t *testing.T) {
+	up, err := UptimeTicks("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := StartTicks("/proc", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self > up || up-self > 3600*UserHZ*24*365 {
+		t.Errorf("uptime %d ticks, this process started at %d", up, self)
+	}
+	for _, bad := range []string{"", "12", "12.3 4", "x.00 1", "12.345 1", "-1.00 0"} {
+		if _, err := ParseUptimeTicks([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if got, _ := ParseUptimeTicks([]byte("38060.83 18899.30\n")); got != 3806083 {
+		t.Errorf("38060.83 s: %d ticks", got)
+	}
+}

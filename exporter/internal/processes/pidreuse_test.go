@@ -100,3 +100,48 @@ func TestEachDiscardsReadingOfReusedPID(t *testing.T) {
 		t.Errorf("the reused PID's reading is dropped as %v, want a vanished process", r.Err)
 	}
 }
+
+// The walk lists a cgroup's PIDs; the listing reads their stat later (the walk is shared and
+// cached for up to DiscoveryMaxAge). A process that took a listed PID after the walk, from
+// any cgroup, is not the listed cgroup's: it is not listed under it (the hostile node's
+// pidreuse class had a compiler of the host exported in a tenant's pod).
+func TestListingDropsPIDTakenAfterTheWalk(t *testing.T) {
+	cg := testutil.NewCgroup(t, "pidwalk", testutil.CgroupOptions{})
+	a := cg.Command("sleep", "600")
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
+	cgs, err := cgroups.New(cgroups.Options{ProcPath: "/proc", SysPath: "/sys", Include: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgs.MaxAge = time.Hour // the listing reads the walk below, as a scrape within its cache age does
+	src, err := New("/proc", cgs, nil, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	for range 500 { // until the shell that joins the cgroup has exec'd sleep
+		src.Expire()
+		cgs.Expire()
+		if ps, _ := src.Processes(context.Background()); len(ps) == 1 && ps[0].Stat.Comm == "sleep" {
+			pid = ps[0].PID
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pid == 0 {
+		t.Fatal("the process was not listed")
+	}
+	_ = a.Process.Kill()
+	_ = a.Wait()
+	time.Sleep(30 * time.Millisecond) // past the walk's tick
+	reusePID(t, pid, func() *exec.Cmd { return exec.Command("sleep", "600") }) // not in the cgroup
+	src.Expire()
+	ps, _ := src.Processes(context.Background())
+	for _, p := range ps {
+		t.Errorf("PID %d (%s), started after the walk outside %s, listed under %s", p.PID, p.Stat.Comm, cg.Path, p.Cgroup.Path)
+	}
+}

@@ -299,7 +299,7 @@ func (s *Source) Gate() *procread.Gate { return s.gate }
 // ReadProcess reads one process's stat and status as a listing does (nil error for a
 // kernel thread or zombie), without keeping anything.
 func (s *Source) ReadProcess(pid int, cg cgroupid.Cgroup) error {
-	_, err := s.readStat(procItem{pid, cg})
+	_, err := s.readStat(procItem{pid: pid, cg: cg})
 	return err
 }
 
@@ -392,10 +392,12 @@ func (p *Process) gateKey(kind string) string {
 	return fmt.Sprintf("%d:%d/%s", p.PID, p.Stat.Starttime, kind)
 }
 
-// procItem is one pid listed by one cgroup's cgroup.procs.
+// procItem is one pid listed by one cgroup's cgroup.procs, by the time listedBy (the
+// walk's ListedBy).
 type procItem struct {
-	pid int
-	cg  cgroupid.Cgroup
+	pid      int
+	cg       cgroupid.Cgroup
+	listedBy uint64
 }
 
 // discovered is what one process's discovery reads returned; nil for a kernel thread.
@@ -410,13 +412,13 @@ func (s *Source) list(ctx context.Context) ([]*Process, []error) {
 	}
 	// The walk listed each cgroup's processes (cgroup.procs of the process hierarchy) and
 	// counted the cgroups it could not list, as discovery errors.
-	cgs, _ := s.cgroups.Cgroups(ctx)
+	snap := s.cgroups.Snapshot(ctx)
 	now := time.Now()
 	var errs []error
 	var items []procItem
-	for _, cg := range cgs {
+	for _, cg := range snap.Cgroups {
 		for _, pid := range cg.PIDs {
-			items = append(items, procItem{pid, cg})
+			items = append(items, procItem{pid, cg, snap.ListedBy})
 		}
 	}
 	items = s.withinBudget(items)
@@ -562,6 +564,11 @@ func (s *Source) readStat(it procItem) (*discovered, error) {
 	// A zombie (exited, not yet reaped by its parent) has no memory, threads or exe left: like
 	// a kernel thread it is not a workload. The walk's PIDs may be up to its cache age old.
 	if stat.Flags&pfKThread != 0 || stat.State == "Z" || stat.State == "X" {
+		return nil, nil
+	}
+	// Started after the walk listed its PID: the listed process exited and another, maybe
+	// of another cgroup, took the PID. It is not this cgroup's (the next walk places it).
+	if it.listedBy != 0 && uint64(stat.Starttime) > it.listedBy {
 		return nil, nil
 	}
 	ctx, cancel := gatedContext(budget.TenantOf(it.cg))
