@@ -116,11 +116,13 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 		applyWorkloads(t, ctx, tg, root, filepath.Join(work, "kind", "later"), kindLater)
 		exporterPod := waitRunning(t, ctx, tg, len(tg.only)+2)
 		checkResize(t, ctx, tg, fmt.Sprintf("http://%s:10137/metrics", exporterPod.Status.PodIP))
-		// The names are checked before the OOM pod: on this node the kubelet removes the
-		// OOM-killed container at its restart, and its retained kill has been seen exported
-		// by its pod only (container="") though the walks named it: open, see docs/cgroups.md.
 		waitAlerts(t, ctx, tg)
 		checkOOMOnce(t, ctx, tg)
+		// The names again once the OOM-killed container has restarted (the kubelet links the
+		// new one just after its start; until then it is held back, never exported by its
+		// pod's names alone) and the dead one's retained kill is exported.
+		waitScraped(t, ctx, tg)
+		checkNames(t, ctx, tg)
 		checkCrunThrottling(t, ctx, tg)
 		checkDiagnose(t, ctx, tg, exporterPod.Metadata.Name)
 		t.Logf("kind took %s", time.Since(start).Round(time.Second))
