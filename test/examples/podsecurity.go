@@ -424,7 +424,7 @@ func peerNamespaces(f networkingv1.NetworkPolicyPeer) ([]string, error) {
 
 // PeakRSS3000 is the peak RSS docs/performance.md ("Real node") reports for the exporter at
 // 3 000 cgroups (67.0 MiB), and HostilePeak the memory cgroup's peak the hostile-node test
-// allows with every tenant class at once (test/hostile PeakBound; measured 120.6–124.4 MiB).
+// allows with every tenant class at once (test/hostile PeakBound; measured 101–124 MiB).
 // Memory limits must stay clearly above both (MinMemoryLimit), or the node's largest
 // exporters are OOM-killed on a busy scrape, or by a tenant.
 const (
