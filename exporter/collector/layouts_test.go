@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kubenames"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/tenantstr"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 

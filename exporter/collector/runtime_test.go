@@ -2,8 +2,6 @@ package collector
 
 import (
 	"bufio"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,23 +199,4 @@ func TestMallocArenasAgainstMallocInfo(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}
-}
-
-// A process that exits between listing and reading is normal churn: counted as vanished.
-func TestProcessVanishedBetweenListAndRead(t *testing.T) {
-	testutil.RequireRoot(t)
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	env := runtimeEnv(t)
-	src := env.Processes
-	err := src.ReadProcess(pid, cached0(env.Cgroups))
-	if Reason(err) != "vanished" {
-		t.Errorf("reading an exited process: %v (reason %q), want vanished", err, Reason(err))
-	}
-	fmt.Fprint(io.Discard, err)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/cgroups"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/readerr"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/testutil"
 )
 
@@ -137,11 +138,36 @@ func TestListingDropsPIDTakenAfterTheWalk(t *testing.T) {
 	}
 	_ = a.Process.Kill()
 	_ = a.Wait()
-	time.Sleep(30 * time.Millisecond) // past the walk's tick
+	time.Sleep(30 * time.Millisecond)                                          // past the walk's tick
 	reusePID(t, pid, func() *exec.Cmd { return exec.Command("sleep", "600") }) // not in the cgroup
 	src.Expire()
 	ps, _ := src.Processes(context.Background())
 	for _, p := range ps {
 		t.Errorf("PID %d (%s), started after the walk outside %s, listed under %s", p.PID, p.Stat.Comm, cg.Path, p.Cgroup.Path)
+	}
+}
+
+// A process that exits between the walk's listing and the read is normal churn: its error
+// is counted as vanished, not as a read error.
+func TestReadOfExitedProcessIsVanished(t *testing.T) {
+	testutil.RequireRoot(t)
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	cgs, err := cgroups.New(cgroups.Options{ProcPath: "/proc", SysPath: "/sys"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := New("/proc", cgs, nil, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.readStat(procItem{pid: pid})
+	if r := readerr.Reason(err); r != "vanished" {
+		t.Errorf("reading an exited process: %v (reason %q), want vanished", err, r)
 	}
 }

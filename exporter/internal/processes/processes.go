@@ -296,13 +296,6 @@ func (s *Source) Expire() {
 // Gate holds the stuck keys of the source's per-process reads.
 func (s *Source) Gate() *procread.Gate { return s.gate }
 
-// ReadProcess reads one process's stat and status as a listing does (nil error for a
-// kernel thread or zombie), without keeping anything.
-func (s *Source) ReadProcess(pid int, cg cgroupid.Cgroup) error {
-	_, err := s.readStat(procItem{pid: pid, cg: cg})
-	return err
-}
-
 // Last is the last complete listing the scrapes made, without reading or waiting for the
 // source's lock: background loops use it instead of listing on their own. Processes in it
 // may have exited since.
