@@ -72,6 +72,9 @@ type Resolver struct {
 	cut        map[string][]cutLink // pod UID -> its containers whose link name the kubelet cut
 	last       time.Time            // last refresh attempt
 	stats      Stats
+	// linking: the last listing of the containers directory found links (the kubelet links
+	// containers where this resolver looks).
+	linking bool
 }
 
 // New returns a resolver over podLogs (the host's /var/log). Nothing is read until the first lookup.
@@ -216,6 +219,7 @@ func (r *Resolver) refresh() {
 	}
 	if cerr == nil {
 		r.containers, r.cut = containers, cut
+		r.linking = len(containers)+ncut > 0
 	}
 	r.stats.Refreshes++
 }
@@ -252,6 +256,15 @@ func (r *Resolver) list(dir string, add func(string) bool, size func() int) erro
 			return err
 		}
 	}
+}
+
+// Linking tells whether the kubelet links containers where the resolver looks: the last
+// listing of the containers directory found links. Without them (the directory not mounted)
+// no container will ever be named by its link.
+func (r *Resolver) Linking() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.linking
 }
 
 func (r *Resolver) readError(err error) {

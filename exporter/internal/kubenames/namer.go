@@ -34,8 +34,9 @@ type Namer struct {
 // LinkGrace is how long a container of a known pod without a link in the kubelet's log
 // directory is held back (Cgroup.Unlinked). The kubelet links a container within a second
 // of its start, and the resolver looks again after a miss within its MissInterval (5 s), so
-// a container is normally exported from the next walk on, named. One never linked (the
-// containers directory not mounted) is exported by its pod's names after it.
+// a container is normally exported from the next walk on, named. One never linked is
+// exported by its pod's names after it; where the containers directory has no link at all
+// (not mounted) none is held back.
 const LinkGrace = time.Minute
 
 // NewNamer names from the kubelet's log directories under podLogs (the host's /var/log),
@@ -68,6 +69,9 @@ func (n *Namer) Name(cgs []cgroupid.Cgroup) {
 			cg.Kind = cgroupid.KindSandbox
 			seen[cg.Path] = true
 			continue
+		}
+		if !n.r.Linking() {
+			continue // no link will name it: exported by its pod's names at once
 		}
 		first, ok := n.unlinked[cg.Path]
 		if !ok {
