@@ -43,6 +43,24 @@ func reusePID(t *testing.T, pid int, cmd func() *exec.Cmd) *exec.Cmd {
 	return nil
 }
 
+// sourceOf is a process source over the cgroup at path alone ("": every cgroup) of this host.
+func sourceOf(t *testing.T, path string) (*Source, *cgroups.Source) {
+	t.Helper()
+	o := cgroups.Options{ProcPath: "/proc", SysPath: "/sys"}
+	if path != "" {
+		o.Include = regexp.MustCompile("^" + regexp.QuoteMeta(path) + "$")
+	}
+	cgs, err := cgroups.New(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := New("/proc", cgs, nil, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, cgs
+}
+
 // A reader that reads by PID after the process exited and a new one took the PID must not
 // hand the new process's files over as the old one's: the process source re-checks the
 // start time after each read (Each) and drops the reading.
@@ -60,15 +78,7 @@ func TestEachDiscardsReadingOfReusedPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
-	cgroups, err := cgroups.New(cgroups.Options{ProcPath: "/proc", SysPath: "/sys", Include: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := New("/proc", cgroups, nil, Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, cgroups := sourceOf(t, cg.Path)
 	var listed *Process
 	for range 500 { // until the shell that joins the cgroup has exec'd sleep
 		src.Expire()
@@ -113,16 +123,8 @@ func TestListingDropsPIDTakenAfterTheWalk(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
-	cgs, err := cgroups.New(cgroups.Options{ProcPath: "/proc", SysPath: "/sys", Include: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, cgs := sourceOf(t, cg.Path)
 	cgs.MaxAge = time.Hour // the listing reads the walk below, as a scrape within its cache age does
-	src, err := New("/proc", cgs, nil, Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var pid int
 	for range 500 { // until the shell that joins the cgroup has exec'd sleep
 		src.Expire()
@@ -158,15 +160,8 @@ func TestReadOfExitedProcessIsVanished(t *testing.T) {
 	pid := cmd.Process.Pid
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	cgs, err := cgroups.New(cgroups.Options{ProcPath: "/proc", SysPath: "/sys"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := New("/proc", cgs, nil, Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = src.readStat(procItem{pid: pid})
+	src, _ := sourceOf(t, "")
+	_, err := src.readStat(procItem{pid: pid})
 	if r := readerr.Reason(err); r != "vanished" {
 		t.Errorf("reading an exited process: %v (reason %q), want vanished", err, r)
 	}
