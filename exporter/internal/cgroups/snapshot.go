@@ -151,19 +151,16 @@ func diff(prev, next *Snapshot) (added, removed []cgroupid.Cgroup) {
 	return added, removed
 }
 
-// splitUnlinked separates the containers held back until the kubelet links them.
+// splitUnlinked separates the containers held back until the kubelet links them; the common
+// walk, without any, is returned as it is.
 func splitUnlinked(cgs []cgroupid.Cgroup) (exported, unlinked []cgroupid.Cgroup) {
+	if !slices.ContainsFunc(cgs, func(cg cgroupid.Cgroup) bool { return cg.Unlinked }) {
+		return cgs, nil
+	}
 	for _, cg := range cgs {
 		if cg.Unlinked {
 			unlinked = append(unlinked, cg)
-		}
-	}
-	if unlinked == nil {
-		return cgs, nil
-	}
-	exported = make([]cgroupid.Cgroup, 0, len(cgs)-len(unlinked))
-	for _, cg := range cgs {
-		if !cg.Unlinked {
+		} else {
 			exported = append(exported, cg)
 		}
 	}
