@@ -117,14 +117,14 @@ func loadavg() string {
 // WriteMarkdown prints the results as the tables docs/performance.md shows.
 func WriteMarkdown(w io.Writer, rs []*SizeResult) {
 	fmt.Fprintf(w, "\n%s; nproc %d\n\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU())
-	fmt.Fprintln(w, "| N | exporter | processes on the host | idle CPU (% of a core) | scrape wall p50 / p99 (ms) | scrape CPU p50 / p99 (ms) | gzip wall p50 / p99 | gzip CPU p50 / p99 | floor CPU per scrape (ms) | CPU p50 / floor | RSS / peak (MiB) | samples | series per container (mean / median) | response plain / gzip | loadavg before → after |")
-	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+	fmt.Fprintln(w, "| N | exporter | processes on the host | idle CPU (% of a core) | scrape wall p50 / p99 (ms) | scrape CPU p50 / p99 (ms) | gzip wall p50 / p99 | gzip CPU p50 / p99 | floor CPU per scrape (ms) | CPU p50 / floor | RSS / peak (MiB) | RSS between scrapes p50 / p99 (MiB) | samples | series per container (mean / median) | response plain / gzip | loadavg before → after |")
+	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 	for _, r := range rs {
 		for _, e := range r.Exporters {
-			fmt.Fprintf(w, "| %d | %s | %d | %.2f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.1f | %.1f× | %.1f / %.1f | %d | %.1f / %d | %s / %s | %s → %s |\n",
+			fmt.Fprintf(w, "| %d | %s | %d | %.2f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.1f | %.1f× | %.1f / %.1f | %.1f / %.1f | %d | %.1f / %d | %s / %s | %s → %s |\n",
 				r.N, e.Name, r.HostProcs, e.IdleCPUPercent, e.Plain.WallMS.P50, e.Plain.WallMS.P99, e.Plain.CPUMS.P50, e.Plain.CPUMS.P99,
 				e.Gzip.WallMS.P50, e.Gzip.WallMS.P99, e.Gzip.CPUMS.P50, e.Gzip.CPUMS.P99, r.Floor.ScrapeCPUMS,
-				e.Plain.CPUMS.P50/r.Floor.ScrapeCPUMS, e.RSSMiB, e.HWMMiB, e.Exposition.Samples, e.Exposition.SeriesPerContainer,
+				e.Plain.CPUMS.P50/r.Floor.ScrapeCPUMS, e.RSSMiB, e.HWMMiB, e.BetweenRSSMiB.P50, e.BetweenRSSMiB.P99, e.Exposition.Samples, e.Exposition.SeriesPerContainer,
 				e.Exposition.SeriesPerContainerMedian, size(e.Plain.Bytes), size(e.Gzip.Bytes), r.LoadBefore, r.LoadAfter)
 		}
 	}

@@ -84,6 +84,10 @@ type TargetResult struct {
 	StartupCPUMS     float64 // CPU until ready, the warm-up scrape included
 	Exposition       *Exposition
 	Errors           []string
+	// BetweenRSSMiB is VmRSS just before each scrape but the first, a gap after the one
+	// before: what the exporter holds between scrapes. The one figure after the last scrape
+	// moves by a few MiB with where the GC and the scavenger happen to be.
+	BetweenRSSMiB Stats
 }
 
 // RunTarget starts the binary, measures it and stops it.
@@ -164,12 +168,17 @@ func RunTarget(ctx context.Context, o TargetOptions) (*TargetResult, error) {
 	o.Logf("%s: idle %.2f%% of a core over %.0fs (schedstat %.2f%%)", o.Name, r.IdleCPUPercent, r.IdleSeconds, r.IdleSchedPercent)
 
 	var plainBody []byte
+	var between []float64
 	for _, gz := range []bool{false, true} {
 		var walls, cpus []float64
 		res := ScrapeResult{}
 		for i := range o.Scrapes {
 			if err := sleep(ctx, o.ScrapeGap); err != nil {
 				return nil, err
+			}
+			if gz || i > 0 { // before the first, the idle window: no gap between scrapes
+				rss, _ := memory(pid)
+				between = append(between, rss)
 			}
 			c0 := cpuNS(pid)
 			w0 := time.Now()
@@ -211,6 +220,7 @@ func RunTarget(ctx context.Context, o TargetOptions) (*TargetResult, error) {
 		}
 	}
 	r.RSSMiB, r.HWMMiB = memory(pid)
+	r.BetweenRSSMiB = stats(between)
 	if o.ProfileDir != "" {
 		if err := os.WriteFile(filepath.Join(o.ProfileDir, o.Name+".prom"), plainBody, 0o644); err != nil {
 			r.Errors = append(r.Errors, err.Error())
