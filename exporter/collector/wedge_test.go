@@ -238,9 +238,9 @@ func TestFIFOInPlaceOfCgroupFile(t *testing.T) {
 					}
 					// Nothing was left blocked on the FIFO: a read given up on (a slow machine's
 					// too) has returned. A blocking open or read of it never returns.
-					for deadline := time.Now().Add(10 * time.Second); stuckReads(set.env) > 0; time.Sleep(10 * time.Millisecond) {
+					for deadline := time.Now().Add(10 * time.Second); len(stuckByKind(set.env)) > 0; time.Sleep(10 * time.Millisecond) {
 						if time.Now().After(deadline) {
-							t.Fatalf("%d reads given up on never returned: blocked on the FIFO", stuckReads(set.env))
+							t.Fatalf("reads given up on never returned (blocked on the FIFO): %v", stuckByKind(set.env))
 						}
 					}
 				})
@@ -446,19 +446,6 @@ func readErrors(t *testing.T, env *Env, reason string) float64 {
 					n += m.GetCounter().GetValue()
 				}
 			}
-		}
-	}
-	return n
-}
-
-// stuckReads counts the reads of env's gates that were given up on and have not returned.
-func stuckReads(env *Env) int {
-	env.Stuck.mu.Lock()
-	defer env.Stuck.mu.Unlock()
-	n := 0
-	for _, g := range env.Stuck.gates {
-		for _, c := range g.Stuck() {
-			n += c
 		}
 	}
 	return n
