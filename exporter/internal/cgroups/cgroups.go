@@ -164,9 +164,6 @@ func (s *Source) Expire() {
 	s.expired = true
 }
 
-// WalkOptions are the options of the scrape's discovery walk (a copy).
-func (s *Source) WalkOptions() WalkOptions { return s.opts }
-
 // Layout is the hierarchy layout found at start.
 func (s *Source) Layout() *cgroupfs.Layout { return s.layout }
 
