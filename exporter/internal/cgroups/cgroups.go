@@ -453,6 +453,13 @@ func readCPUSettings(l *cgroupfs.Layout, cg cgroupid.Cgroup) (CPUSettings, error
 	var err error
 	st.BurstUS, err = l.CPU.ReadCPUBurst(dir)
 	st.HasBurst = optional(err)
+	if cg.ThrottleSubgroup != "" {
+		// crun's subgroup has a quota of its own (with containerd, the only one): its burst is
+		// the container's when larger, as its throttling counters are (CPUStat.MaxThrottling).
+		if sub, err := l.CPU.ReadCPUBurst(l.CPU.Dir(cg.ThrottleSubgroup)); optional(err) {
+			st.BurstUS, st.HasBurst = max(st.BurstUS, sub), true
+		}
+	}
 	st.Weight, st.Shares, err = l.CPU.ReadCPUWeight(dir)
 	st.HasWeight = optional(err)
 	if l.CPUSet != nil {
