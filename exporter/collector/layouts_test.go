@@ -298,6 +298,7 @@ func TestRealCrunContainerdLimitsOnSubgroup(t *testing.T) {
 	n.at(pod, testutil.CgroupOptions{QuotaUS: 50000, MemoryLimit: 256 << 20})
 	n.at(scope, testutil.CgroupOptions{})
 	sub := n.at(scope+"/container", testutil.CgroupOptions{QuotaUS: 30000, MemoryLimit: 128 << 20})
+	sub.Write("cpu", "cpu.cfs_burst_us", "20000") // 0.2 cores of a 0.1 s period
 	run(t, sub, sleeper(t, "sleep"), "600")
 	env := n.env([]testutil.KubeletContainer{{Namespace: "shop", Pod: "cart-0", UID: realUIDA, Container: "cart", ID: realIDA}})
 	check := func(cores, bytes float64) {
@@ -308,6 +309,9 @@ func TestRealCrunContainerdLimitsOnSubgroup(t *testing.T) {
 		}
 		if got := value(seriesFor(mfs, "quota_memory_limit_bytes", n.path(scope))); got != bytes {
 			t.Errorf("the scope's quota_memory_limit_bytes %v, want the subgroup's %v", got, bytes)
+		}
+		if got := value(seriesFor(mfs, "quota_cpu_burst_limit_cores", n.path(scope))); got != 0.2 {
+			t.Errorf("the scope's quota_cpu_burst_limit_cores %v, want the subgroup's 0.2", got)
 		}
 		for _, l := range seriesLabels(mfs, "quota_cpu_limit_cores") {
 			if strings.HasSuffix(l["cgroup"], "/container") {
