@@ -22,6 +22,7 @@ func init() {
 		app.Flag("path.sysfs", "sysfs mountpoint (cgroups are found under <sysfs>/fs/cgroup via mountinfo).").Default("/sys").StringVar(&f.cfg.SysPath)
 		f.regexpFlag(app, "cgroup.include", "Regexp of cgroup paths to watch (matched against the whole path).", ".*", func(c *Config) **regexp.Regexp { return &c.CgroupInclude })
 		f.regexpFlag(app, "cgroup.exclude", "Regexp of cgroup paths not to watch (matched against the whole path).", "", func(c *Config) **regexp.Regexp { return &c.CgroupExclude })
+		app.Flag("cgroup.check-interval", "How often, between scrapes, the cgroup directories are listed to find cgroups that came or went (for the throttle sampler and the OOM watcher; a change is walked at once).").Default(cgroups.CheckEvery.String()).DurationVar(&f.cfg.CgroupCheckEvery)
 		app.Flag("cgroup.bare-container-runtime", "Runtime prefix for container cgroups named by a bare 64-hex id (Kubernetes cgroupfs driver): containerd, cri-o or docker.").Default("containerd").EnumVar(&f.cfg.BareContainerRuntime, "containerd", "cri-o", "docker")
 		minRes := app.Flag("process.min-resident", "Export processes that are neither JVM nor Go when their resident memory is at least this.").Default("64MiB").Bytes()
 		f.finish = append(f.finish, func(c *Config) error { c.ProcessMinResident = uint64(*minRes); return nil })
@@ -36,6 +37,9 @@ type Config struct {
 	CgroupInclude, CgroupExclude *regexp.Regexp
 	// BareContainerRuntime names the runtime of bare 64-hex container cgroups (cgroupfs driver).
 	BareContainerRuntime string
+	// CgroupCheckEvery is the cgroup source's rediscovery period between scrapes; 0 means
+	// cgroups.CheckEvery.
+	CgroupCheckEvery time.Duration
 	// ThrottleWindow is the per-second sampler's period.
 	ThrottleWindow time.Duration
 	// ThrottleFullHistograms exports every bucket of both per-window histograms; by
@@ -103,7 +107,7 @@ func NewEnv(cfg Config, logger *slog.Logger) (*Env, error) {
 	env := &Env{Config: cfg, Logger: logger, Errors: errs, Stuck: &StuckReads{}, PodNames: newPodNames(cfg.PodLogsPath, cfg.ProcPath),
 		Descriptors: fdbudget.FromRlimit(), Budgets: newBudgets(limits, logger)}
 	opts := cgroups.Options{ProcPath: cfg.ProcPath, SysPath: cfg.SysPath, Include: cfg.CgroupInclude, Exclude: cfg.CgroupExclude,
-		BareRuntime: cfg.BareContainerRuntime, Gate: env.Stuck.Gate(cgroups.DiscoveryErrors), Budgets: env.Budgets.Book}
+		BareRuntime: cfg.BareContainerRuntime, CheckEvery: cfg.CgroupCheckEvery, Gate: env.Stuck.Gate(cgroups.DiscoveryErrors), Budgets: env.Budgets.Book}
 	if env.PodNames != nil {
 		opts.Names = env.PodNames.Namer
 	}

@@ -31,7 +31,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ProcPath != "/proc" || cfg.SysPath != "/sys" || cfg.PodLogsPath != "/var/log" || cfg.BareContainerRuntime != "containerd" ||
+	if cfg.ProcPath != "/proc" || cfg.SysPath != "/sys" || cfg.PodLogsPath != "/var/log" || cfg.BareContainerRuntime != "containerd" || cfg.CgroupCheckEvery != 5*time.Second ||
 		cfg.ThrottleWindow != time.Second || cfg.ThrottleFullHistograms || cfg.MemoryDetail ||
 		cfg.ProcessMinResident != 64<<20 || cfg.SmapsInterval != 5*time.Minute || cfg.OOMRetention != 15*time.Minute ||
 		cfg.GoPauseMaxProbes != gopause.DefaultMaxProbes || cfg.GoPausePausesPerSecond != gopause.DefaultPausesPerSecond ||

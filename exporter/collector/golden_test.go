@@ -126,9 +126,8 @@ func scrapeCgroups(t testing.TB, env *Env, more ...string) string {
 func bumpThrottling(t testing.TB, env *Env, periods, throttled int, seconds float64) {
 	t.Helper()
 	l := env.Cgroups.Layout()
-	cgs, _ := cgroups.Discover(context.Background(), env.Cgroups.Layout(), env.Cgroups.WalkOptions())
 	var paths []string
-	for _, cg := range cgs {
+	for _, cg := range cgroups.DiscoverAll(context.Background(), l, cgroups.WalkOptions{}).Cgroups {
 		if cg.InCPU && cg.HasCPUMax && cg.CPUMax.Limited() {
 			paths = append(paths, cg.Path)
 			if cg.ThrottleSubgroup != "" {

@@ -43,8 +43,7 @@ func TestOOMKillCountedOnceOnV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	scrape := func() string { return scrapeText(t, env, map[string]Collector{"memory": mc, "oom": oc}) }
-	scrape() // the watcher watches every cgroup
-	if !oc.w.Watching(ctr) || !oc.w.Watching(pod) {
+	if !watchesEvery(t, env, scrape(), ctr, pod) { // the watcher watches every cgroup
 		t.Fatal("the pod or its container is not watched")
 	}
 

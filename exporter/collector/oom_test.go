@@ -75,6 +75,63 @@ func TestOOMKillsOutliveTheirCgroup(t *testing.T) {
 	waitForSeries(t, env, c, want)
 }
 
+// waitForSeries scrapes the oom collector until its exposition has the line want (the
+// watcher reacts to inotify events on its own goroutine), for at most 5 s.
+func waitForSeries(t *testing.T, env *Env, c Collector, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := scrapeText(t, env, map[string]Collector{"oom": c})
+		if strings.Contains(got, want+"\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want %s\ngot:\n%s", want, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// watchesEvery tells whether the oom collector's exposition says it watches as many cgroups
+// as the last walk has in the memory hierarchy (the root aside: its kills are the host's),
+// each of paths among them.
+func watchesEvery(t *testing.T, env *Env, exposition string, paths ...string) bool {
+	t.Helper()
+	snap := env.Cgroups.Latest()
+	if snap == nil {
+		return false
+	}
+	walked := map[string]bool{}
+	for _, cg := range append(slices.Clone(snap.Cgroups), snap.Unlinked...) {
+		walked[cg.Path] = cg.InMemory && cg.Path != "/"
+	}
+	for _, p := range paths {
+		if !walked[p] {
+			t.Errorf("the walk has no memory cgroup %s", p)
+			return false
+		}
+	}
+	n := 0
+	for _, in := range walked {
+		if in {
+			n++
+		}
+	}
+	line := lineWith(exposition, "quota_exporter_oom_watched_cgroups ")
+	if line == "" {
+		t.Errorf("no quota_exporter_oom_watched_cgroups in the scrape")
+		return false
+	}
+	watched, err := strconv.Atoi(strings.TrimPrefix(line, "quota_exporter_oom_watched_cgroups "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if watched != n {
+		t.Logf("%d cgroups watched, the walk has %d in the memory hierarchy", watched, n)
+	}
+	return watched == n
+}
+
 // oomAllocator is a C program that touches 64 MiB and then waits: in a 32 MiB cgroup the
 // kernel OOM-kills it.
 const oomAllocator = `#include <stdlib.h>
@@ -327,13 +384,13 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 		}
 		t.Run(h.name, func(t *testing.T) {
 			cfg := installHost(t, h)
+			const check = 20 * time.Millisecond
+			cfg.CgroupCheckEvery = check
 			env, err := NewEnv(cfg, discardLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
 			env.Cgroups.MaxAge = 0
-			const check = 20 * time.Millisecond
-			env.Cgroups.SetCheckEvery(check)
 			oc, err := newOOMCollector(env)
 			if err != nil {
 				t.Fatal(err)
@@ -364,6 +421,7 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 			if gen < 2 {
 				t.Errorf("generation %d after the first check: the check after a change must walk once more (limits and PIDs come after the mkdir)", gen)
 			}
+			before, _ := c.w.Counts() // the watcher gets nothing else to watch: the new cgroup is the one more
 			root := filepath.Join(cfg.SysPath, "fs", "cgroup")
 			fresh := filepath.Join(root, "kubepods.slice", "new-test.scope")
 			if err := os.MkdirAll(fresh, 0o755); err != nil {
@@ -376,7 +434,7 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitUntil(t, func() bool { return c.w.Watching("/kubepods.slice/new-test.scope") })
+			waitUntil(t, func() bool { watched, _ := c.w.Counts(); return watched == before+1 })
 			if after := settled("after a mkdir"); after < gen+2 {
 				t.Errorf("a new cgroup was walked %d times, want 2 (the change and the settling walk)", after-gen)
 			} else {
@@ -386,7 +444,7 @@ func TestOOMRediscoveryOnlyOnChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitUntil(t, func() bool { return generation() > gen })
-			waitUntil(t, func() bool { return !c.w.Watching("/kubepods.slice/new-test.scope") })
+			waitUntil(t, func() bool { watched, _ := c.w.Counts(); return watched == before })
 			for _, cg := range env.Cgroups.Latest().Cgroups {
 				if cg.Path == "/kubepods.slice/new-test.scope" {
 					t.Error("a removed cgroup went unnoticed")

@@ -244,10 +244,9 @@ func TestOpensPerScrapeRealJVM(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	pid := cmd.Process.Pid
-	env := runtimeEnv(t)
 	// Only the scrapes' own walks: on a shared host other tests' cgroups come and go, and the
 	// schedule's walk between scrapes would open these files once more.
-	env.Cgroups.SetCheckEvery(time.Hour)
+	env := runtimeEnv(t, func(c *Config) { c.CgroupCheckEvery = time.Hour })
 	reg, set := collectorSet(t, env, scrapeCollectors)
 	waitOOMWatch(t, set)
 	// Wait for the JVM's perf data, so the scrapes take the same path as in production.

@@ -15,6 +15,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/promslog"
+	"github.com/quota-exporter/quota_exporter/exporter/internal/processes"
 )
 
 // processSeriesKeys are "name{labels}" of the per-process series of a scrape (those with a
@@ -200,7 +201,7 @@ func TestFIFOInPlaceOfProcessFile(t *testing.T) {
 			if n := osThreads(t); n > threads+5 {
 				t.Errorf("OS threads grew from %d to %d over 50 scrapes", threads, n)
 			}
-			stuck := set.env.Processes.Gate().Stuck()
+			stuck := stuckOf(set.env, processes.ProcessErrors)
 			t.Logf("stuck reads after 50 scrapes: %v (%d OS threads, %d goroutines)", stuck, osThreads(t), runtime.NumGoroutine())
 			if (kind == "stat" || kind == "status") && len(stuck) == 0 {
 				t.Errorf("no stuck read counted for a FIFO in place of %s", kind)
@@ -213,7 +214,7 @@ func TestFIFOInPlaceOfProcessFile(t *testing.T) {
 
 			// The reads return: the processes are exported again.
 			releaseAll()
-			waitUntil(t, func() bool { return len(set.env.Processes.Gate().Stuck()) == 0 })
+			waitUntil(t, func() bool { return len(stuckOf(set.env, processes.ProcessErrors)) == 0 })
 			var mfs []*dto.MetricFamily
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 				newScrape(set.env)

@@ -66,9 +66,13 @@ func value(m *dto.Metric) float64 {
 	return math.NaN()
 }
 
-func realEnv(t testing.TB, window time.Duration) *Env {
+func realEnv(t testing.TB, window time.Duration, configure ...func(*Config)) *Env {
 	t.Helper()
-	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: window, ThrottleFullHistograms: true}, discardLogger())
+	cfg := Config{ProcPath: "/proc", SysPath: "/sys", ThrottleWindow: window, ThrottleFullHistograms: true}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	env, err := NewEnv(cfg, discardLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,14 +52,6 @@ func DefaultEnabled(name string) bool { return registry[name].defaultEnabled }
 // Help is the one-line description shown with the collector's flag.
 func Help(name string) string { return registry[name].help }
 
-// Descriptors returns the metrics a collector emits; "" gives the exporter's self-metrics.
-func Descriptors(name string) []*prometheus.Desc {
-	if name == "" {
-		return selfDescs
-	}
-	return registry[name].descs
-}
-
 // selfMetric lists one of the exporter's own metrics for docs/metrics.md.
 func selfMetric(d *prometheus.Desc) *prometheus.Desc {
 	selfDescs = append(selfDescs, d)

@@ -16,9 +16,9 @@ import (
 
 // Real runtimes in real cgroups, scraped through the collectors: the acceptance cases.
 
-func runtimeEnv(t *testing.T) *Env {
+func runtimeEnv(t *testing.T, configure ...func(*Config)) *Env {
 	t.Helper()
-	env := realEnv(t, time.Second)
+	env := realEnv(t, time.Second, configure...)
 	env.Config.ProcessMinResident = 64 << 20
 	env.Processes.Filter.MinResident = env.Config.ProcessMinResident
 	return env

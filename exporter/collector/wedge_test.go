@@ -150,14 +150,17 @@ func TestFIFOInPlaceOfCgroupFile(t *testing.T) {
 				}
 				return set
 			}
+			// Every series of an intact host, the sampler's histograms included: it scrapes
+			// once a window until every sampled cgroup has them (each needs two reads).
 			healthy := func() map[string]bool {
 				set := newSet()
 				defer set.Close()
-				time.Sleep(4 * cfg.ThrottleWindow) // the sampler's histograms need two windows
-				mfs, err := set.Gather(context.Background(), stuckTimeout)
-				if err != nil {
-					t.Fatal(err)
-				}
+				var mfs []*dto.MetricFamily
+				scrapeEachWindow(t, cfg.ThrottleWindow, func() bool {
+					mfs = gatherWithinDeadline(t, set, 0)
+					n := samplerCgroups(mfs)
+					return n > 0 && windowHistograms(mfs) == n
+				})
 				return seriesKeys(mfs, stuckCgroup(h))
 			}()
 			stuck := stuckCgroup(h)
@@ -186,17 +189,24 @@ func TestFIFOInPlaceOfCgroupFile(t *testing.T) {
 							t.Errorf("Close took %v", d)
 						}
 					}()
-					var goroutines, threads int
-					started := time.Now()
-					for i := range 50 {
-						mfs := gatherWithinDeadline(t, set, i)
+					// Each healthy series is in every scrape, except a sampler histogram before
+					// the sampler's second read of its cgroup: once there, it stays.
+					histograms := map[string]bool{}
+					check := func(i int, mfs []*dto.MetricFamily) {
 						got := seriesKeys(mfs, stuck)
-						warm := time.Since(started) > 6*cfg.ThrottleWindow
 						for k := range healthy {
-							if !got[k] && (warm || !strings.Contains(k, "_window_")) {
+							window := strings.Contains(k, "_window_")
+							switch {
+							case got[k] && window:
+								histograms[k] = true
+							case !got[k] && (!window || histograms[k]):
 								t.Fatalf("scrape %d lacks healthy series %s", i, k)
 							}
 						}
+					}
+					var goroutines, threads int
+					for i := range 50 {
+						check(i, gatherWithinDeadline(t, set, i))
 						if i == 0 {
 							goroutines, threads = runtime.NumGoroutine(), osThreads(t)
 						}
@@ -206,6 +216,32 @@ func TestFIFOInPlaceOfCgroupFile(t *testing.T) {
 					}
 					if n := osThreads(t); n > threads+5 {
 						t.Errorf("OS threads grew from %d to %d over 50 scrapes", threads, n)
+					}
+					// The histograms the healthy host had come too (50 quick scrapes may end
+					// before the sampler's second window).
+					want := 0
+					for k := range healthy {
+						if strings.Contains(k, "_window_") {
+							want++
+						}
+					}
+					i := 50
+					scrapeEachWindow(t, cfg.ThrottleWindow, func() bool {
+						check(i, gatherWithinDeadline(t, set, i))
+						i++
+						return len(histograms) == want
+					})
+					// The FIFO is counted as a read that would block, never taken for an empty
+					// (malformed) kernel file: the fixture's files are all well-formed.
+					if n := readErrors(t, set.env, "parse"); n > 0 {
+						t.Errorf("read_errors_total{reason=\"parse\"} = %v: the FIFO was read as an empty file", n)
+					}
+					// Nothing was left blocked on the FIFO: a read given up on (a slow machine's
+					// too) has returned. A blocking open or read of it never returns.
+					for deadline := time.Now().Add(10 * time.Second); len(stuckByKind(set.env)) > 0; time.Sleep(10 * time.Millisecond) {
+						if time.Now().After(deadline) {
+							t.Fatalf("reads given up on never returned (blocked on the FIFO): %v", stuckByKind(set.env))
+						}
 					}
 				})
 			}
@@ -357,6 +393,62 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("condition not met in 5 s")
+}
+
+// scrapeEachWindow calls scrape once a sampler window until it returns true, failing after
+// maxWindows windows: the sampler's progress on a loaded machine, not a time limit.
+func scrapeEachWindow(t *testing.T, window time.Duration, scrape func() bool) {
+	t.Helper()
+	const maxWindows = 300
+	for range maxWindows {
+		if scrape() {
+			return
+		}
+		time.Sleep(window)
+	}
+	t.Fatalf("not done after %d sampler windows", maxWindows)
+}
+
+// windowHistograms counts the cgroups with a throttled-ratio histogram in a scrape.
+func windowHistograms(mfs []*dto.MetricFamily) int {
+	for _, mf := range mfs {
+		if mf.GetName() == "quota_cpu_throttled_window_ratio" {
+			return len(mf.Metric)
+		}
+	}
+	return 0
+}
+
+// samplerCgroups is the number of cgroups the sampler watches, as a scrape reports it.
+func samplerCgroups(mfs []*dto.MetricFamily) int {
+	for _, mf := range mfs {
+		if mf.GetName() == "quota_exporter_throttle_sampler_cgroups" && len(mf.Metric) == 1 {
+			return int(mf.Metric[0].GetGauge().GetValue())
+		}
+	}
+	return 0
+}
+
+// readErrors sums env's read_errors_total of one reason over the collectors.
+func readErrors(t *testing.T, env *Env, reason string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(env.Errors)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			for _, lp := range m.Label {
+				if lp.GetName() == "reason" && lp.GetValue() == reason {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 // gatherWithinDeadline runs scrape i of a stuck-read test and fails unless it answers within the

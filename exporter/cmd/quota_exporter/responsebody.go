@@ -40,18 +40,6 @@ func (b *responseBody) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// Len is the body's length.
-func (b *responseBody) Len() int { return b.n }
-
-// Cap is the memory its chunks hold.
-func (b *responseBody) Cap() int {
-	n := 0
-	for _, c := range b.chunks {
-		n += cap(c)
-	}
-	return n
-}
-
 // WriteTo writes the body to w, chunk after chunk; it leaves the body as it is, for the
 // next client.
 func (b *responseBody) WriteTo(w io.Writer) (int64, error) {

@@ -23,7 +23,7 @@ type Cgroup struct {
 	HasProcs bool
 	// PIDs are those processes, listed by the walk from the process hierarchy (the cpu
 	// hierarchy, else memory) so that the process listing need not open cgroup.procs a
-	// second time. Discover only; capped at MaxProcs (a WalkError says so).
+	// second time. Discovery only; capped at MaxProcs (a WalkError says so).
 	PIDs []int
 	// InCPU, InMemory: the path exists in that controller's hierarchy.
 	InCPU, InMemory bool

@@ -56,12 +56,6 @@ type Place struct {
 // scope on cgroup v2 and moves the container's processes into.
 const CrunSubgroup = "container"
 
-// ParseIdentity derives the identity from a cgroup path (see Locate).
-func ParseIdentity(path, bareRuntime string) Identity {
-	id, _ := Locate(path, bareRuntime)
-	return id
-}
-
 // Locate derives the identity of a cgroup and its place from its path, as the kubelet and
 // the runtimes lay paths out:
 //

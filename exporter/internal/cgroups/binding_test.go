@@ -98,7 +98,7 @@ func TestBindingLimitsFixtureV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cgs, _ := Discover(context.Background(), l, WalkOptions{})
+	cgs := DiscoverAll(context.Background(), l, WalkOptions{}).Cgroups
 	eff := Bindings(cgs, l.ReadLimits)
 	n := 0
 	for _, cg := range cgs {

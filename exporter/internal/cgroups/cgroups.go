@@ -66,7 +66,7 @@ type Source struct {
 	latest atomic.Pointer[Snapshot]
 	subs   []*Subscription
 	// stopScheduleFn ends the rediscovery schedule, which runs while subs is not empty;
-	// checkEvery is CheckEvery (tests change it).
+	// checkEvery is its period (Options.CheckEvery).
 	stopScheduleFn context.CancelFunc
 	checkEvery     time.Duration
 
@@ -107,6 +107,8 @@ type Options struct {
 	// Budgets, if set, bounds the cgroups each walk publishes per tenant and node-wide
 	// (budget.Cgroups) and records what it left out.
 	Budgets *budget.Book
+	// CheckEvery is the rediscovery schedule's period (schedule.go); 0 means CheckEvery.
+	CheckEvery time.Duration
 }
 
 // New reads the hierarchy layout from mountinfo.
@@ -133,6 +135,10 @@ func New(o Options, logger *slog.Logger) (*Source, error) {
 	if bare == "" {
 		bare = cgroupid.RuntimeContainerd
 	}
+	checkEvery := o.CheckEvery
+	if checkEvery <= 0 {
+		checkEvery = CheckEvery
+	}
 	return &Source{
 		layout: layout,
 		opts: WalkOptions{Keep: pathFilter(o.Include, o.Exclude), BareRuntime: bare, Gate: o.Gate,
@@ -144,7 +150,7 @@ func New(o Options, logger *slog.Logger) (*Source, error) {
 		dropPIDs:     !pidsUsable,
 		budgets:      o.Budgets,
 		MaxAge:       DiscoveryMaxAge,
-		checkEvery:   CheckEvery,
+		checkEvery:   checkEvery,
 		settings:     map[string]CPUSettings{},
 		settingsGate: procread.NewGate(DiscoveryErrors),
 	}, nil
@@ -157,9 +163,6 @@ func (s *Source) Expire() {
 	defer s.mu.Unlock()
 	s.expired = true
 }
-
-// WalkOptions are the options of the scrape's discovery walk (a copy).
-func (s *Source) WalkOptions() WalkOptions { return s.opts }
 
 // Layout is the hierarchy layout found at start.
 func (s *Source) Layout() *cgroupfs.Layout { return s.layout }

@@ -15,10 +15,10 @@ import (
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 )
 
-// WalkOptions select what Discover returns.
+// WalkOptions select what DiscoverAll returns.
 type WalkOptions struct {
 	Keep        func(path string) bool // path filter (include/exclude); nil keeps all
-	BareRuntime string                 // runtime of bare 64-hex container dirs (see ParseIdentity)
+	BareRuntime string                 // runtime of bare 64-hex container dirs (see cgroupid.Locate)
 	// Gate holds the cgroup directories whose files did not answer within ProbeBudget
 	// (default DefaultProbeBudget): at most one outstanding read per directory, and a stuck
 	// one is skipped (ErrStuck) until its read returns. nil: nothing is skipped.
@@ -57,12 +57,6 @@ type Skipped struct {
 	RuntimeSubgroups int
 	// Conmon: CRI-O's container monitors (crio-conmon-<id>), the runtime's, not the pod's.
 	Conmon int
-}
-
-// Discover is DiscoverAll's cgroups and errors.
-func Discover(ctx context.Context, l *cgroupfs.Layout, opts WalkOptions) ([]cgroupid.Cgroup, []WalkError) {
-	d := DiscoverAll(ctx, l, opts)
-	return d.Cgroups, d.Errs
 }
 
 // DiscoverAll walks the cpu and memory hierarchies and returns, sorted by path, every cgroup

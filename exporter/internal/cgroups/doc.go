@@ -1,5 +1,5 @@
 // Package cgroups is the cgroup source the collectors share: discovery walks of the cgroup
-// hierarchies (Discover: getdents, then each directory's cgroup.procs, quota and limit, the
+// hierarchies (DiscoverAll: getdents, then each directory's cgroup.procs, quota and limit, the
 // quotas and limits of directories not exported kept between walks in a ProbeCache),
 // published as immutable snapshots (Source.Snapshot) with each cgroup's binding limit
 // (Bindings) to scrapes and to the subscribers that follow them (the throttling sampler, the

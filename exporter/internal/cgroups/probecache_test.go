@@ -33,7 +33,8 @@ func TestProbeCache(t *testing.T) {
 	opts := WalkOptions{Cache: &ProbeCache{MaxAge: maxAge}}
 	paths := func() []string {
 		t.Helper()
-		cgs, errs := Discover(context.Background(), l, opts)
+		d := DiscoverAll(context.Background(), l, opts)
+		cgs, errs := d.Cgroups, d.Errs
 		if len(errs) > 0 {
 			t.Fatalf("errors: %v", errs)
 		}

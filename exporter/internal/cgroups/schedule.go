@@ -13,22 +13,15 @@ import (
 // a quota or limit changed on a cgroup that stays is seen by the next scrape's walk (a full
 // walk on a clock would read every cgroup.procs between scrapes).
 const (
-	// CheckEvery is how often the cgroup directories are listed (getdents only, no file
-	// read) to see whether any came or went; a change is walked at once unless a walk was
-	// published since the listing, and once more a check later, because a runtime writes a
-	// new cgroup's limits and PIDs after its mkdir.
+	// CheckEvery is how often, by default (Options.CheckEvery), the cgroup directories are
+	// listed (getdents only, no file read) to see whether any came or went; a change is walked
+	// at once unless a walk was published since the listing, and once more a check later,
+	// because a runtime writes a new cgroup's limits and PIDs after its mkdir.
 	CheckEvery = 5 * time.Second
 	// refreshTimeout bounds one walk of the schedule (a walk of 100 000 cgroups on a loaded
 	// node takes many seconds).
 	refreshTimeout = 30 * time.Second
 )
-
-// SetCheckEvery changes CheckEvery for this source (tests); call it before Subscribe.
-func (s *Source) SetCheckEvery(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.checkEvery = d
-}
 
 // startSchedule runs the schedule until stopSchedule; s.mu held.
 func (s *Source) startSchedule() {

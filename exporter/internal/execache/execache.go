@@ -51,11 +51,3 @@ func (c *Cache[V]) Add(id ID, v V) {
 		c.lru.Add(id, v)
 	}
 }
-
-// Len is the number of executables remembered.
-func (c *Cache[V]) Len() int {
-	if c == nil {
-		return 0
-	}
-	return c.lru.Len()
-}

@@ -80,11 +80,3 @@ func (b *Budget) Release(n int) {
 	defer b.mu.Unlock()
 	b.free = min(b.free+max(n, 0), b.size)
 }
-
-// Size is the budget's total.
-func (b *Budget) Size() int {
-	if b == nil {
-		return 0
-	}
-	return b.size
-}

@@ -45,7 +45,7 @@ type FileID struct{ Dev, Ino uint64 }
 
 func fileID(st *unix.Stat_t) FileID { return FileID{uint64(st.Dev), st.Ino} }
 
-// Executable is one executable opened once: what Open parsed is what Attach probes (through
+// Executable is one executable opened once: what open parsed is what Attach probes (through
 // /proc/self/fd/N, which the kernel resolves to this very inode), so a process that runs
 // another binary in between can never get probes at offsets computed from the first.
 type Executable struct {
@@ -53,11 +53,6 @@ type Executable struct {
 	ID      FileID
 	Targets Targets
 }
-
-// Open opens the executable at path (give /proc/<pid>/exe: it resolves inside containers),
-// refuses setuid, setgid and file-capability binaries and anything but a regular file, and
-// finds the targets through the same descriptor.
-func Open(path string) (*Executable, error) { return open(path, nil) }
 
 // found is what FindIn made of one executable file, kept by its identity (Tracer.found):
 // the processes of one binary share one parse.
@@ -69,8 +64,11 @@ type found struct {
 // maxFound caps the executables whose targets a tracer keeps (each a few hundred bytes).
 const maxFound = 256
 
-// open is Open, with the outcome for each executable file kept in cache (nil: none): the
-// probes go through the descriptor whose identity (device, inode, size, times) matched.
+// open opens the executable at path (give /proc/<pid>/exe: it resolves inside containers),
+// refuses setuid, setgid and file-capability binaries and anything but a regular file, and
+// finds the targets through the same descriptor. The outcome for each executable file is kept
+// in cache (nil: none): the probes go through the descriptor whose identity (device, inode,
+// size, times) matched.
 func open(path string, cache *execache.Cache[found]) (*Executable, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {

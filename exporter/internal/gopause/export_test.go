@@ -31,3 +31,19 @@ func (a *Attachment) Files() ([]string, error) {
 	}
 	return out, nil
 }
+
+// Find locates the stop- and start-the-world functions in the ELF executable at path:
+// from the symbol table, else (stripped with -ldflags=-s) from .gopclntab, which the Go
+// runtime itself needs and so is always there. Attaching needs Open instead: it keeps the
+// file that was parsed.
+func Find(path string) (Targets, error) {
+	ex, err := Open(path)
+	if err != nil {
+		return Targets{}, err
+	}
+	defer ex.Close()
+	return ex.Targets, nil
+}
+
+// Open is open without a cache.
+func Open(path string) (*Executable, error) { return open(path, nil) }

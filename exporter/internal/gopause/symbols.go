@@ -63,22 +63,11 @@ const MaxRestarted = 8
 // parseMu: one binary's tables walked at a time, whatever the number of new processes.
 var parseMu sync.Mutex
 
-// Find locates the stop- and start-the-world functions in the ELF executable at path:
-// from the symbol table, else (stripped with -ldflags=-s) from .gopclntab, which the Go
-// runtime itself needs and so is always there. Attaching needs Open instead: it keeps the
-// file that was parsed.
-func Find(path string) (Targets, error) {
-	ex, err := Open(path)
-	if err != nil {
-		return Targets{}, err
-	}
-	defer ex.Close()
-	return ex.Targets, nil
-}
-
-// FindIn is Find on an ELF image of size bytes read through r. It reads the tables in place
-// (package elfscan and funcsInPclntab): what it allocates is bounded by constants, whatever
-// the tables claim.
+// FindIn locates the stop- and start-the-world functions in an ELF image of size bytes read
+// through r: from the symbol table, else (stripped with -ldflags=-s) from .gopclntab, which
+// the Go runtime itself needs and so is always there. It reads the tables in place (package
+// elfscan and funcsInPclntab): what it allocates is bounded by constants, whatever the tables
+// claim.
 func FindIn(r io.ReaderAt, size int64) (t Targets, err error) {
 	defer func() {
 		// This reads other people's binaries: a malformed one must cost one error, never

@@ -139,7 +139,7 @@ type Attachment struct {
 	held  int64 // probes taken from t's budget
 }
 
-// Attach puts the entry uprobes on the executable ex, which Open parsed, firing only for pid.
+// Attach puts the entry uprobes on the executable ex, which open parsed, firing only for pid.
 // The kernel is given /proc/self/fd/N of ex's descriptor: the probes land on the inode that
 // was parsed, whatever the process (or anyone) did with the path since. A node already at
 // Options.MaxProbes refuses (ReasonNodeProbeLimit).
@@ -189,7 +189,7 @@ func (t *Tracer) Attach(pid int, ex *Executable) (*Attachment, error) {
 	return a, nil
 }
 
-// AttachProcess opens /proc/<pid>/exe under procfs once, refuses what Open refuses, attaches
+// AttachProcess opens /proc/<pid>/exe under procfs once, refuses what open refuses, attaches
 // through that descriptor and then checks that the process still runs that file: one that
 // ran another binary meanwhile is detached (ReasonExecuted), as its probes would never fire.
 func (t *Tracer) AttachProcess(procfs string, pid int) (*Attachment, Targets, error) {

@@ -12,10 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
-	"github.com/quota-exporter/quota_exporter/exporter/internal/procenv"
 	"github.com/quota-exporter/quota_exporter/exporter/internal/procread"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
@@ -43,16 +41,7 @@ type Info struct {
 	Source         Source // rule that decided GOMAXPROCS
 }
 
-// Inspect reads the process pid under procfs (normally /proc). cpu is the quota of the
-// process's own cpu cgroup (see CPUQuota). Errors wrap os.ErrPermission (no ptrace-read
-// access to exe/environ), os.ErrNotExist (process gone), procread.ErrTimeout or ErrParse.
-func Inspect(ctx context.Context, procfs string, pid int, cpu CPUQuota) (*Info, error) {
-	status := filepath.Join(procfs, strconv.Itoa(pid), "status")
-	return inspect(ctx, procfs, pid, cpu, func() (int, error) { return readAffinity(ctx, status) },
-		func() (map[string]string, error) { return procenv.Lookup(ctx, procfs, pid, EnvKeys()...) }, nil)
-}
-
-// EnvKeys are the environment variables Inspect reads.
+// EnvKeys are the environment variables InspectKnown needs.
 func EnvKeys() []string { return []string{"GOMAXPROCS", "GODEBUG"} }
 
 // Known is what a caller that watches many processes has read already: the affinity from
@@ -149,27 +138,6 @@ func readBuild(ctx context.Context, exe string, builds *execache.Cache[Build]) (
 		}
 		return b, err
 	})
-}
-
-func readAffinity(ctx context.Context, status string) (int, error) {
-	b, err := procread.ReadFile(ctx, status, maxStatus)
-	if err != nil {
-		return 0, err
-	}
-	for line := range kernel.Lines(b) {
-		if v, ok := strings.CutPrefix(string(line), "Cpus_allowed_list:"); ok {
-			n, err := kernel.CountCPUList(v)
-			if err != nil {
-				return 0, fmt.Errorf("%w: Cpus_allowed_list %q", ErrParse, strings.TrimSpace(v))
-			}
-			return n, nil
-		}
-	}
-	if len(b) == 0 {
-		// A process that exited between open and read leaves an empty file.
-		return 0, os.ErrNotExist
-	}
-	return 0, fmt.Errorf("%w: no Cpus_allowed_list", ErrParse)
 }
 
 // classify makes "process gone" errors that do not already do so match os.ErrNotExist.

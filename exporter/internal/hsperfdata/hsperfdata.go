@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 )
 
 // MaxFileSize caps how much of a perf data file is read (the default file is 32 KiB;
@@ -270,19 +269,6 @@ func (s *Snapshot) Entries() []Entry {
 	return append([]Entry(nil), s.layout.entries...)
 }
 
-// Names lists the entry names, sorted.
-func (s *Snapshot) Names() []string {
-	out := make([]string, 0, len(s.layout.entries))
-	for _, e := range s.layout.entries {
-		out = append(out, e.Name)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Len is the number of entries found.
-func (s *Snapshot) Len() int { return len(s.layout.entries) }
-
 // Lookup returns the entry called name.
 func (s *Snapshot) Lookup(name string) (Entry, bool) {
 	i, ok := s.layout.index[name]
@@ -317,19 +303,6 @@ func (s *Snapshot) String(name string) (string, bool) {
 		v = v[:j]
 	}
 	return string(v), true
-}
-
-// Seconds returns a ticks counter converted with sun.os.hrt.frequency.
-func (s *Snapshot) Seconds(name string) (float64, bool) {
-	v, ok := s.Int(name)
-	if !ok {
-		return 0, false
-	}
-	f, ok := s.Frequency()
-	if !ok {
-		return 0, false
-	}
-	return float64(v) / float64(f), true
 }
 
 // Frequency is sun.os.hrt.frequency, the tick rate of every ticks counter.

@@ -24,3 +24,8 @@ func CountCPUList(s string) int {
 	n, _ := kernel.CountCPUList(s)
 	return n
 }
+
+// Inspect gathers Info for one pid with no cache. See Inspector.
+func Inspect(ctx context.Context, procfs string, pid int, cg CgroupCPU) (*Info, error) {
+	return (&Inspector{Procfs: procfs}).Inspect(ctx, pid, cg)
+}

@@ -133,7 +133,7 @@ func TestPerfDataSymlinkStaysInRoot(t *testing.T) {
 			}
 			if info.PerfDataAvailable() {
 				t.Fatalf("%s -> %s: exported perf data from outside the process's root (%d entries, VM %q)",
-					name, target, info.PerfData.Len(), info.VMName)
+					name, target, len(info.PerfData.Entries()), info.VMName)
 			}
 			if info.Unavailable == nil || info.Unavailable.Reason != ReasonNotFound {
 				t.Errorf("unavailable = %v, want not_found", info.Unavailable)

@@ -52,11 +52,6 @@ type Info struct {
 // PerfDataAvailable reports whether counters were read.
 func (i *Info) PerfDataAvailable() bool { return i.PerfData != nil }
 
-// Inspect gathers Info for one pid with no cache. See Inspector.
-func Inspect(ctx context.Context, procfs string, pid int, cg CgroupCPU) (*Info, error) {
-	return (&Inspector{Procfs: procfs}).Inspect(ctx, pid, cg)
-}
-
 // Inspector inspects JVMs and caches, per (pid, start time), what does not change while a JVM
 // runs (flags, main class, version) and the perf data layout, so a scrape re-reads one 32 KiB
 // file and a handful of /proc files. Safe for concurrent use.

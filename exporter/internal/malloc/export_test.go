@@ -2,6 +2,7 @@ package malloc
 
 import (
 	"bytes"
+	"context"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/kernel"
 )
@@ -35,4 +36,9 @@ func ParseSmapsRss(b []byte) []SmapsEntry {
 func countCPUList(s string) int {
 	n, _ := kernel.CountCPUList(s)
 	return n
+}
+
+// ArenaLimit is arenaLimit reading the environment of pid under procfs.
+func ArenaLimit(ctx context.Context, procfs, sysfs string, pid int) (int, string, error) {
+	return arenaLimit(ctx, sysfs, pid, newEnviron(ctx, procfs, pid))
 }

@@ -21,8 +21,9 @@ const (
 	SourceDefault = "default" // 8 x online CPUs of the host
 )
 
-// ArenaLimit returns the most arenas glibc lets pid create, main arena included (compare it
-// with State.Arenas+1), and where the value came from. sysfs is normally "/sys".
+// arenaLimit returns the most arenas glibc lets pid create, main arena included (compare it
+// with State.Arenas+1), and where the value came from; environ is pid's environment, sysfs
+// normally "/sys".
 //
 // glibc rules (malloc/arena.c arena_get2, elf/dl-tunables):
 //   - arena_max comes from the glibc.malloc.arena_max tunable, whose env alias is
@@ -37,10 +38,6 @@ const (
 //     2.35-2.38 as first released counted the affinity mask instead (__get_nprocs_sched);
 //     2.39 went back to online CPUs (BZ 30945) and the fix was backported to the stable
 //     branches, so an unpatched 2.35-2.38 can have a lower limit than reported here.
-func ArenaLimit(ctx context.Context, procfs, sysfs string, pid int) (int, string, error) {
-	return arenaLimit(ctx, sysfs, pid, newEnviron(ctx, procfs, pid))
-}
-
 func arenaLimit(ctx context.Context, sysfs string, pid int, environ *environ) (int, string, error) {
 	env, err := environ.get()
 	if err != nil {

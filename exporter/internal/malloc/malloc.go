@@ -71,7 +71,7 @@ func Inspect(ctx context.Context, procfs string, pid int) (*State, error) {
 	return inspect(ctx, procfs, pid, newEnviron(ctx, procfs, pid), nil, nil)
 }
 
-// EnvKeys are the environment variables Inspect and ArenaLimit read.
+// EnvKeys are the environment variables Inspect and arenaLimit read.
 func EnvKeys() []string {
 	return []string{"LD_PRELOAD", "MALLOC_CONF", "MALLOC_ARENA_MAX", "MALLOC_ARENA_TEST", "GLIBC_TUNABLES"}
 }
@@ -90,7 +90,7 @@ type Known struct {
 // (it exec'ed a moment ago): nothing can be told yet, and nothing should be remembered.
 var ErrLoading = errors.New("process is still loading its libraries")
 
-// InspectWithLimit is Inspect followed by ArenaLimit (for glibc processes; 0 otherwise),
+// InspectWithLimit is Inspect followed by arenaLimit (for glibc processes; 0 otherwise),
 // with environ and task/*/comm not read here but taken from k.
 func InspectWithLimit(ctx context.Context, procfs, sysfs string, pid int, k Known) (*State, int, error) {
 	env := &environ{read: true, vars: k.Env, err: k.EnvErr}
@@ -102,7 +102,7 @@ func InspectWithLimit(ctx context.Context, procfs, sysfs string, pid int, k Know
 	return st, limit, err
 }
 
-// environ reads the variables Inspect and ArenaLimit need from /proc/<pid>/environ once, on
+// environ reads the variables Inspect and arenaLimit need from /proc/<pid>/environ once, on
 // first use.
 type environ struct {
 	ctx    context.Context

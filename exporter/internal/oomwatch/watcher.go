@@ -305,23 +305,8 @@ func (w *Watcher) Counts() (watched, unwatched int) {
 	return len(w.byPath), len(w.unwatched)
 }
 
-// Watching tells whether the cgroup at path is watched.
-func (w *Watcher) Watching(path string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.byPath[path] != nil
-}
-
 // Retained are the kills of the cgroups that are gone.
 func (w *Watcher) Retained() *Retained { return w.retained }
-
-// Hold takes the watcher's bookkeeping lock until release is called: the backend's
-// notifications wait, as they do for a watcher the scheduler holds back on a loaded host.
-// Tests use it to lose a read on purpose.
-func (w *Watcher) Hold() (release func()) {
-	w.mu.Lock()
-	return w.mu.Unlock
-}
 
 // Close stops watching: it ends the backend's goroutines and closes its descriptors, within
 // CloseWait. Watch does nothing afterwards.

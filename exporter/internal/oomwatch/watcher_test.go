@@ -39,7 +39,7 @@ func TestWatchWhatCameAndWentV2(t *testing.T) {
 	defer w.Close()
 	cg := func(p string) cgroupid.Cgroup { return cgroupid.Cgroup{Path: p, InMemory: true} }
 	w.Watch(context.Background(), []cgroupid.Cgroup{cg("/"), cg("/pod/a"), cg("/pod/b")}, nil)
-	if !w.Watching("/pod/a") || !w.Watching("/pod/b") || w.Watching("/") {
+	if !w.watching("/pod/a") || !w.watching("/pod/b") || w.watching("/") {
 		t.Fatal("want /pod/a and /pod/b watched, the root not")
 	}
 	if n, u := w.Counts(); n != 2 || u != 0 {
@@ -66,7 +66,7 @@ func TestWatchWhatCameAndWentV2(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	w.Watch(context.Background(), nil, []string{"/pod/b"})
-	if w.Watching("/pod/b") {
+	if w.watching("/pod/b") {
 		t.Error("/pod/b still watched after it went")
 	}
 	if g := w.Retained().Gone(everything); len(g) != 1 {
@@ -115,7 +115,7 @@ func TestEventfdsShareTheBudget(t *testing.T) {
 	}
 	var held, waiting string
 	for _, cg := range cgs {
-		if w.Watching(cg.Path) {
+		if w.watching(cg.Path) {
 			held = cg.Path
 		} else {
 			waiting = cg.Path
@@ -123,7 +123,7 @@ func TestEventfdsShareTheBudget(t *testing.T) {
 	}
 	w.Watch(context.Background(), nil, []string{held}) // its eventfd goes back to the budget
 	w.Watch(context.Background(), nil, nil)
-	if !w.Watching(waiting) || w.Watching(held) {
+	if !w.watching(waiting) || w.watching(held) {
 		t.Fatalf("after %s went, want %s watched", held, waiting)
 	}
 	w.Close()

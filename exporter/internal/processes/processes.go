@@ -293,9 +293,6 @@ func (s *Source) Expire() {
 	s.at = time.Time{}
 }
 
-// Gate holds the stuck keys of the source's per-process reads.
-func (s *Source) Gate() *procread.Gate { return s.gate }
-
 // Last is the last complete listing the scrapes made, without reading or waiting for the
 // source's lock: background loops use it instead of listing on their own. Processes in it
 // may have exited since.

@@ -31,3 +31,6 @@ func (p *Pool) StuckTenants() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Refused counts the reads refused so far: by a tenant's budget, and by the ceiling.
+func (p *Pool) Refused() (tenant, node uint64) { return p.nRefused[0].Load(), p.nRefused[1].Load() }

@@ -80,9 +80,6 @@ func (p *Pool) OnRefuse(f func(tenant, reason string)) {
 	p.refused.Store(&f)
 }
 
-// Refused counts the reads refused so far: by a tenant's budget, and by the ceiling.
-func (p *Pool) Refused() (tenant, node uint64) { return p.nRefused[0].Load(), p.nRefused[1].Load() }
-
 // Stuck is the number of the pool's stuck reads that have not returned.
 func (p *Pool) Stuck() int { return int(p.stuck.Load()) }
 

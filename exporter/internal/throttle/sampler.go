@@ -96,7 +96,7 @@ type Series struct {
 	periods, throttled uint64
 	throttledSeconds   float64
 	lastSeenGeneration uint64 // of the last complete snapshot that listed it
-	stuck              bool   // a read timed out and may still hold the descriptor: never close it
+	stuck              bool   // a read timed out and may still hold the descriptor: not closed until a later read returns
 	// parent is the nearest sampled ancestor (a pod whose containers have limits of their
 	// own), relinked whenever the set changes; win is this window's deltas, for its children.
 	parent *Series
@@ -384,6 +384,9 @@ func (c *Sampler) Sample(ctx context.Context) {
 			}
 			continue
 		}
+		// This read ran and returned: the gate let it run, so a read that outlived its bound
+		// before has returned too, and the descriptor is the series' again.
+		s.stuck = false
 		if r.Err != nil && cgroupfs.ErrorReason(r.Err) == "vanished" {
 			// ENODEV once the cgroup is removed: forget it now rather than at the next walk.
 			if c.series[s.Cgroup.Path] == s {

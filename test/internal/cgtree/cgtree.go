@@ -26,7 +26,7 @@ const DumpScript = `cd /sys/fs/cgroup || exit 1
 for top in "$@"; do
 	if [ "$top" = . ]; then dirs=.; else dirs=$(find "$top" -type d); fi
 	for d in $dirs; do
-		for f in cgroup.controllers cgroup.procs cgroup.subtree_control cpu.pressure memory.pressure cpu.stat cpu.max cpu.max.burst cpu.weight cpuset.cpus.effective memory.current memory.max memory.high memory.peak memory.stat memory.events; do
+		for f in cgroup.controllers cgroup.procs cgroup.subtree_control cpu.pressure memory.pressure cpu.stat cpu.max cpu.max.burst cpu.weight cpuset.cpus.effective memory.current memory.max memory.high memory.peak memory.stat memory.events memory.events.local; do
 			[ -f "$d/$f" ] && [ -r "$d/$f" ] || continue
 			printf -- '--- %s\n' "$d/$f"
 			while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done < "$d/$f"

@@ -5,54 +5,39 @@ package series
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/quota-exporter/quota_exporter/exporter/collector"
 )
 
-var descRE = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*variableLabels: \{([^}]*)\}\}$`)
-
-// registered: every metric the collectors can emit, with its labels, from the descriptors
-// they register (the ones docs/metrics.md is generated from).
-func registered(t *testing.T) map[string][]string {
-	out := map[string][]string{}
-	for _, name := range append([]string{""}, collector.Available()...) {
-		for _, d := range collector.Descriptors(name) {
-			m := descRE.FindStringSubmatch(d.String())
-			if m == nil {
-				t.Fatalf("cannot read %s", d)
-			}
-			out[m[1]] = strings.Split(strings.ReplaceAll(m[2], " ", ""), ",")
-		}
-	}
-	return out
-}
-
-// documentedTypes: each metric's type in docs/metrics.md (kept equal to the descriptors by
-// collector's TestMetricsDoc; a descriptor does not carry its type).
-func documentedTypes(t *testing.T) map[string]string {
+// registered: every metric the collectors can emit, with its labels and type, from
+// docs/metrics.md: generated from the descriptors the collectors register, and kept equal to
+// them by collector's TestMetricsDoc.
+func registered(t *testing.T) (labels map[string][]string, types map[string]string) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
+	labels, types = map[string][]string{}, map[string]string{}
 	for _, line := range strings.Split(string(b), "\n") {
 		cells := strings.Split(line, " | ")
 		if len(cells) > 2 && strings.HasPrefix(cells[0], "| `") {
-			out[strings.Trim(cells[0], "| `")] = cells[1]
+			name := strings.Trim(cells[0], "| `")
+			types[name] = cells[1]
+			labels[name] = strings.Split(cells[2], ",")
 		}
 	}
-	return out
+	if len(labels) == 0 {
+		t.Fatal("no metric in docs/metrics.md")
+	}
+	return labels, types
 }
 
 // TestTableMatchesCollectors: every metric diagnose reads is one the collectors register,
 // with the type its Kind assumes and the labels diagnose reads: renaming a metric or a
 // label in a collector fails here, not silently in a diagnosis.
 func TestTableMatchesCollectors(t *testing.T) {
-	reg, types := registered(t), documentedTypes(t)
+	reg, types := registered(t)
 	want := map[Kind]string{Counter: "counter", Gauge: "gauge", Info: "gauge", Histogram: "histogram"}
 	seen := map[string]bool{}
 	for _, m := range Table {
