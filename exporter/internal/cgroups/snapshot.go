@@ -99,7 +99,7 @@ func (sub *Subscription) Close() {
 	defer s.mu.Unlock()
 	for i, x := range s.subs {
 		if x == sub {
-			s.subs = append(s.subs[:i:i], s.subs[i+1:]...)
+			s.subs = slices.Delete(s.subs, i, i+1) // clears the freed slot: nothing keeps sub
 			if len(s.subs) == 0 {
 				s.stopSchedule()
 			}
