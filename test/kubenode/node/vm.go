@@ -216,11 +216,13 @@ func (c *Cluster) SwitchKubelet(ctx context.Context, spec VMSpec) error {
 	if _, err := n.run(ctx, nil, 600, "sh", "-c", vmRemovePods); err != nil {
 		return err
 	}
-	if err := c.deleteNodePods(ctx, old); err != nil {
-		return err
-	}
+	// The node first: while it exists, the DaemonSet controller makes each DaemonSet's pod
+	// for it again as soon as it is deleted (the exporter's, the chart's).
 	if out, err := c.Kubectl(ctx, "delete", "node", old, "--wait=false"); err != nil {
 		return fmt.Errorf("delete node %s: %w: %s", old, err, out)
+	}
+	if err := c.deleteNodePods(ctx, old); err != nil {
+		return err
 	}
 	for name, content := range files {
 		if _, err := n.run(ctx, content, 60, "sh", "-c", `mkdir -p "$(dirname "$0")" && cat > "$0"`, "/"+name); err != nil {
