@@ -204,10 +204,13 @@ test-hostile: build
 # (docs/cgroups.md "The cgroup v2 node").
 KUBENODE_VM ?= all
 KUBENODE_RUN := ^(TestKubeNode|TestFakePath)$$/^(v1-cgroupfs$(if $(filter 0,$(KUBENODE_VM)),,|v2-systemd))$$$(if $(filter kind,$(KUBENODE_VM)),/^kind$$)
+# The failed checks are printed again at the very end: the nodes' logs follow a failure.
 test-kubenode: deps-apt tools image
+	rm -f bin/kubenode-failures.txt
 	cd test && KUBENODE_EXPORTER_IMAGE=$(CURDIR)/$(RELEASE_DIR)/quota-exporter-image-linux-$(HOST_ARCH).tar \
-	  KUBENODE_EXPORTER_REF=quota-exporter:$(VERSION) $(GO) test -count=1 -p 1 -timeout $(if $(filter all,$(KUBENODE_VM)),75m,30m) -v \
-	  -run '$(KUBENODE_RUN)' ./kubenode/...
+	  KUBENODE_EXPORTER_REF=quota-exporter:$(VERSION) KUBENODE_FAILURES=$(CURDIR)/bin/kubenode-failures.txt \
+	  $(GO) test -count=1 -p 1 -timeout $(if $(filter all,$(KUBENODE_VM)),75m,30m) -v \
+	  -run '$(KUBENODE_RUN)' ./kubenode/... || { cat bin/kubenode-failures.txt 2>/dev/null; exit 1; }
 
 # Rewrites the fixture hosts recorded from the VM node's real cgroup tree (the whole v2 suite)
 # (exporter/collector/testdata/hosts/v2-kubelet-systemd and v2-kubelet-kind, their pod log entries in

@@ -79,6 +79,9 @@ func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 		if r.Err != nil {
 			t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
 		}
+		if g := goSlot.Load(p); info == nil && missedBound(r.Err) && g.info != nil && time.Since(g.at) <= goInfoTTL+staleReading {
+			info = g.info // a stuck read: the last reading stands in (see staleReading)
+		}
 		if info == nil {
 			continue
 		}

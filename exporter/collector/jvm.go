@@ -58,6 +58,9 @@ var (
 		"Live JVM threads by kind, from thread names in /proc/<pid>/task/*/comm: gc, jit, vm (VM infrastructure), app. GC and JIT workers start lazily, so gc can be below the configured count.", "kind")
 )
 
+// jvmKept is each JVM's last good reading, for scrapes whose read misses its time bound.
+var jvmKept = newKeptSlot[*jvm.Info]()
+
 // jvmNoteSlot is true once a process's "perf data unavailable" was logged.
 var jvmNoteSlot = processes.NewSlot[bool]()
 
@@ -81,9 +84,10 @@ func (c *jvmCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) 
 		return src.JVM.InspectProcess(ctx, p.JVMProcess(ctx, c.env.Config.ProcPath), c.env.Cgroups.JVMCgroup(p.Cgroup))
 	})
 	for i, r := range res {
-		p, info := procs[i], r.Value
-		if r.Err != nil {
-			t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
+		p := procs[i]
+		t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
+		info, ok := orKept(jvmKept, p, r)
+		if !ok || info == nil {
 			continue
 		}
 		e := newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup)

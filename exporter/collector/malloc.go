@@ -41,10 +41,11 @@ var (
 // heapLayout is a glibc process's malloc state and arena limit, re-read at most every
 // mallocRefresh by whoever needs it first (malloc collector or smaps refresher).
 type heapLayout struct {
-	state  *malloc.State
+	state  *malloc.State // nil when unknown
 	limit  int
-	at     time.Time
-	failed bool
+	at     time.Time // the last read, good or not: the next is due mallocRefresh later
+	readAt time.Time // when state was read
+	failed bool      // the last read failed and no recent state stands in
 }
 
 // heapSlot is the one owner of each process's heap layout; smaps reads it too.
@@ -56,7 +57,8 @@ func newMallocCollector(env *Env) (Collector, error) { return &mallocCollector{e
 
 // heapLayoutOf returns the heap layout of p kept on its state, re-reading it (maps, a few
 // words of mem, environ once) when older than mallocRefresh. The malloc collector and the
-// smaps refresher both read it from here.
+// smaps refresher both read it from here. A re-read that misses its time bound keeps the
+// last state for up to staleReading (see there).
 func heapLayoutOf(ctx context.Context, env *Env, p *processes.Process) (heapLayout, error) {
 	h := heapSlot.Load(p)
 	if !h.at.IsZero() && time.Since(h.at) < mallocRefresh {
@@ -66,14 +68,16 @@ func heapLayoutOf(ctx context.Context, env *Env, p *processes.Process) (heapLayo
 	st, limit, err := malloc.InspectWithLimit(ctx, env.Config.ProcPath, env.Config.SysPath, p.PID,
 		malloc.Known{Env: environ, EnvErr: envErr, ThreadNames: p.ThreadNames(ctx, env.Config.ProcPath), Allocators: env.Processes.Allocators})
 	if errors.Is(err, malloc.ErrLoading) {
-		// Looked at a moment after its exec: not a failure, and not to be remembered.
 		return heapLayout{failed: true}, nil
 	}
-	if st == nil {
-		// Remember the failure so a process we may not read is not retried every scrape.
-		h = heapLayout{at: time.Now(), failed: true}
-	} else {
-		h = heapLayout{state: st, limit: limit, at: time.Now()}
+	now := time.Now()
+	switch {
+	case st != nil:
+		h = heapLayout{state: st, limit: limit, at: now, readAt: now}
+	case missedBound(err) && h.state != nil && now.Sub(h.readAt) <= staleReading:
+		h.at, h.failed = now, false
+	default:
+		h = heapLayout{at: now, failed: true}
 	}
 	heapSlot.Store(p, h)
 	return h, err
@@ -91,6 +95,9 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	for i, r := range res {
 		p, entry := procs[i], r.Value
 		t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
+		if h := heapSlot.Load(p); missedBound(r.Err) && entry.state == nil && h.state != nil && time.Since(h.readAt) <= staleReading {
+			entry = h // the read is stuck: the last layout stands in (see staleReading)
+		}
 		if entry.failed || entry.state == nil {
 			continue
 		}

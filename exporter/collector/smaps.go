@@ -32,11 +32,39 @@ var mallocHeapResidentDesc = newProcessDesc("process_malloc_heap_resident_bytes"
 // smapsTick is how often the background loop looks for processes due a read.
 const smapsTick = 10 * time.Second
 
+// smapsReadBound is how long one process's smaps read may take before it is given up (and
+// counted stuck until it returns). No scrape waits for it, and smaps of a large process takes
+// seconds (a page-table walk of every mapping; several times longer on a busy node), which the
+// scrapes' 2 s would give up every time: its series would never come.
+const smapsReadBound = 15 * time.Second
+
 // smapsCollector reads smaps in its own goroutine; Update only reports cached values.
 // smapsReading is the background smaps refresher's last reading of a process.
 type smapsReading struct {
-	bytes uint64
-	at    time.Time // also set after a failed read (bytes 0): not retried before the interval
+	bytes  uint64
+	readAt time.Time // when bytes were read; zero until a read succeeds
+	at     time.Time // the last read, good or failed
+	misses int       // failed reads since the last good one
+}
+
+// due tells whether the process is due another read: an interval after a good one, sooner
+// after a failed one (smapsTick doubled per miss, up to the interval), so that one read
+// missing its time bound on a busy node costs seconds of this series, not an interval.
+func (r smapsReading) due(interval time.Duration) bool {
+	if r.at.IsZero() {
+		return true
+	}
+	wait := interval
+	if r.misses > 0 {
+		wait = min(interval, smapsTick<<min(r.misses, 16))
+	}
+	return time.Since(r.at) >= wait
+}
+
+// current tells whether the reading is exported: a failed read never exports 0, the last
+// good reading stands in for an interval more, then the series goes.
+func (r smapsReading) current(interval time.Duration) bool {
+	return !r.readAt.IsZero() && time.Since(r.readAt) <= 2*interval
 }
 
 // smapsSlot keeps each process's last smaps reading.
@@ -89,12 +117,11 @@ func (c *smapsCollector) refresh(ctx context.Context) {
 	src := c.env.Processes
 	var due []*processes.Process
 	for _, p := range src.Last() {
-		last := smapsSlot.Load(p).at
-		if last.IsZero() || time.Since(last) >= c.interval {
+		if smapsSlot.Load(p).due(c.interval) {
 			due = append(due, p)
 		}
 	}
-	res := processes.Each(ctx, src, due, "smaps", func(ctx context.Context, p *processes.Process) (uint64, error) {
+	res := processes.EachWithin(ctx, src, due, "smaps", smapsReadBound, func(ctx context.Context, p *processes.Process) (uint64, error) {
 		m, err := heapLayoutOf(ctx, c.env, p)
 		if err != nil || m.state == nil || m.state.Allocator != malloc.Glibc {
 			return 0, errNotGlibc
@@ -109,12 +136,14 @@ func (c *smapsCollector) refresh(ctx context.Context) {
 		if errors.Is(r.Err, os.ErrNotExist) {
 			continue // exited since the listing: nothing to read, not an error
 		}
-		n := r.Value
+		last, now := smapsSlot.Load(p), time.Now()
 		if r.Err != nil {
 			c.env.Errors.Record("smaps", fmt.Sprintf("pid %d", p.PID), r.Err)
-			n = 0 // keep the time only: do not retry before the interval
+			last.at, last.misses = now, last.misses+1 // the last good bytes stay
+			smapsSlot.Store(p, last)
+			continue
 		}
-		smapsSlot.Store(p, smapsReading{bytes: n, at: time.Now()})
+		smapsSlot.Store(p, smapsReading{bytes: r.Value, readAt: now, at: now})
 	}
 }
 
@@ -125,8 +154,7 @@ func (c *smapsCollector) Update(ctx context.Context, ch chan<- prometheus.Metric
 	meter := budget.MeterFrom(ctx)
 	procs, _ := c.env.Processes.Processes(ctx)
 	for _, p := range procs {
-		r := smapsSlot.Load(p)
-		if !r.at.IsZero() {
+		if r := smapsSlot.Load(p); r.current(c.interval) {
 			newEmitter(ch, processLabels, processLabelValues(p)).metered(meter, p.Cgroup).gauge(mallocHeapResidentDesc, float64(r.bytes))
 		}
 	}

@@ -33,7 +33,7 @@ func checkChart(t *testing.T, ctx context.Context, tg *target, root, work, image
 	helm.Dir = root
 	out, err := helm.Output()
 	if err != nil {
-		t.Fatalf("helm template: %v", err)
+		fatalf(t, "helm template: %v", err)
 	}
 	manifest := filepath.Join(work, "chart.yaml")
 	must(t, os.WriteFile(manifest, out, 0o644))
@@ -45,7 +45,7 @@ func checkChart(t *testing.T, ctx context.Context, tg *target, root, work, image
 	_, err = tg.Kubectl(ctx, "create", "namespace", "chart")
 	must(t, err)
 	if out, err := tg.Kubectl(ctx, "apply", "-f", manifest); err != nil {
-		t.Fatalf("kubectl apply the chart: %v\n%s", err, out)
+		fatalf(t, "kubectl apply the chart: %v\n%s", err, out)
 	}
 	t0 := time.Now()
 	limit := tg.scale(3 * time.Minute)
@@ -72,11 +72,11 @@ func checkChart(t *testing.T, ctx context.Context, tg *target, root, work, image
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("chart: pod %s ready but its scrape lacks quota_go_gomaxprocs for %s/go-gomaxprocs (err %v)", ready.Metadata.Name, ns, err)
+				fatalf(t, "chart: pod %s ready but its scrape lacks quota_go_gomaxprocs for %s/go-gomaxprocs (err %v)", ready.Metadata.Name, ns, err)
 			}
 		} else if time.Now().After(deadline) {
 			events, _ := tg.Kubectl(ctx, "-n", "chart", "get", "events")
-			t.Fatalf("chart: no ready pod within %s\n%s", limit, runner.Tail(events, 4000))
+			fatalf(t, "chart: no ready pod within %s\n%s", limit, runner.Tail(events, 4000))
 		}
 		time.Sleep(2 * time.Second)
 	}

@@ -53,14 +53,14 @@ func workloadsImage(t *testing.T, root, work string) node.Image {
 
 	javac, err := exec.LookPath("javac")
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	javac, _ = filepath.EvalSymlinks(javac)
 	jdkHome := filepath.Dir(filepath.Dir(javac))
 	// jlink takes a minute on a busy machine: the runtime is cached per JDK release.
 	release, err := os.ReadFile(filepath.Join(jdkHome, "release"))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	jre := filepath.Join(node.CacheDir, "..", "kubenode-jre", fmt.Sprintf("%x", sha256.Sum256(append([]byte(jdkHome), release...)))[:12])
 	if _, err := os.Stat(filepath.Join(jre, "bin", "java")); err != nil {
@@ -115,7 +115,7 @@ func sharedLibs(t *testing.T, files ...string) []string {
 		}
 	}
 	if len(out) == 0 {
-		t.Fatalf("ldd found no shared libraries in %v", files)
+		fatalf(t, "ldd found no shared libraries in %v", files)
 	}
 	return out
 }

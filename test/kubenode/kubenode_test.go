@@ -68,7 +68,7 @@ func (tg *target) runs(pod string) bool {
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 }
 
@@ -175,6 +175,7 @@ func (im images) archives() []string {
 // each: this host's cgroup v1 hierarchy with the cgroupfs driver and runc, and a cgroup v2 VM
 // with systemd, containerd's runc and crun with the systemd driver, then kind's layout.
 func TestKubeNode(t *testing.T) {
+	t.Cleanup(func() { reportFailures(t) })
 	prerequisites(t)
 	root := testenv.RepoRoot()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
@@ -291,7 +292,7 @@ func deployAndMonitor(t *testing.T, ctx context.Context, tg *target, root, work,
 			}
 		}
 		if tg.podMonitor == nil {
-			t.Fatal("examples/kubernetes renders no PodMonitor")
+			fatal(t, "examples/kubernetes renders no PodMonitor")
 		}
 	}
 	tg.mon = startMonitoring(t, ctx, root, filepath.Join(work, "monitoring"), scrapeConfig(t, tg.podMonitor, tg.ControlPlane, tg.scrapeTimeout))
@@ -306,7 +307,7 @@ func deployExporter(t *testing.T, ctx context.Context, tg *target, root, work, i
 	must(t, os.MkdirAll(overlay, 0o755))
 	cp := exec.Command("cp", "-r", filepath.Join(root, "examples", "kubernetes"), base)
 	if out, err := cp.CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v: %s", err, out)
+		fatalf(t, "cp: %v: %s", err, out)
 	}
 	kust := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -351,7 +352,7 @@ patches:
 	must(t, err)
 	out, err := tg.Kubectl(ctx, "apply", "-k", overlay)
 	if err != nil {
-		t.Fatalf("kubectl apply -k: %v", err)
+		fatalf(t, "kubectl apply -k: %v", err)
 	}
 	t.Logf("kubectl apply -k examples/kubernetes (overlay):\n%s", out)
 	return rendered
@@ -421,7 +422,7 @@ func waitRunning(t *testing.T, ctx context.Context, tg *target, min int) pod {
 		}
 		if time.Now().After(deadline) {
 			out, _ := tg.Kubectl(ctx, "get", "events", "--all-namespaces")
-			t.Fatalf("pods not running within %s: %v (%d pods)\nevents:\n%s", limit, waiting, len(ps), runner.Tail(out, 6000))
+			fatalf(t, "pods not running within %s: %v (%d pods)\nevents:\n%s", limit, waiting, len(ps), runner.Tail(out, 6000))
 		}
 		time.Sleep(2 * time.Second)
 	}
@@ -454,7 +455,7 @@ func checkResize(t *testing.T, ctx context.Context, tg *target, url string) {
 		patch := fmt.Sprintf(`{"spec":{"containers":[{"name":%q,"resources":{"limits":{"cpu":%q}}}]}}`, r.container, r.cpu)
 		out, err := tg.Kubectl(ctx, "-n", ns, "patch", "pod", r.pod, "--subresource", "resize", "--type", "strategic", "-p", patch)
 		if err != nil {
-			t.Fatalf("resize %s: %v", r.pod, err)
+			fatalf(t, "resize %s: %v", r.pod, err)
 		}
 		t.Logf("resize: %s", out)
 	}
@@ -469,7 +470,7 @@ func checkResize(t *testing.T, ctx context.Context, tg *target, url string) {
 			applied := time.Since(start)
 			fams, incomplete, err := completeScrape(ctx, url, 5)
 			if err != nil {
-				t.Errorf("resize: scrape: %v", err)
+				errorf(t, "resize: scrape: %v", err)
 				return
 			}
 			if incomplete > 0 {
@@ -484,16 +485,16 @@ func checkResize(t *testing.T, ctx context.Context, tg *target, url string) {
 			}
 			v := fams.value(other, ns, "", c)
 			if lim != cores || eff != cores {
-				t.Errorf("resize: the kernel had %s's new limit %.2g %s after the patch; the next scrape showed limit %.2g, binding %.2g", c, cores, applied.Round(time.Millisecond), lim, eff)
+				errorf(t, "resize: the kernel had %s's new limit %.2g %s after the patch; the next scrape showed limit %.2g, binding %.2g", c, cores, applied.Round(time.Millisecond), lim, eff)
 				continue
 			}
 			if v <= 0 {
-				t.Errorf("resize: the scrape with %s's new limit %.2g has no %s", c, cores, other)
+				errorf(t, "resize: the scrape with %s's new limit %.2g has no %s", c, cores, other)
 			}
 			t.Logf("resize: %s limit %.2g (binding %.2g) and %s %.0f in the first complete scrape after the kernel had it (%s after the patch)", c, lim, eff, other, v, applied.Round(time.Millisecond))
 		}
 		if len(want) > 0 && time.Now().After(deadline) {
-			t.Errorf("resize: the kubelet did not apply the new limits to the kernel within %s (left: %v)", limit, want)
+			errorf(t, "resize: the kubelet did not apply the new limits to the kernel within %s (left: %v)", limit, want)
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -581,7 +582,7 @@ func waitAlerts(t *testing.T, ctx context.Context, tg *target) {
 		}
 		if time.Now().After(deadline) {
 			active, _ := mon.prom.Alerts(ctx)
-			t.Errorf("alerts not received within %s: %v\nPrometheus has: %+v", limit, missing, active)
+			errorf(t, "alerts not received within %s: %v\nPrometheus has: %+v", limit, missing, active)
 			break
 		}
 		time.Sleep(2 * time.Second)
@@ -604,11 +605,11 @@ func waitAlerts(t *testing.T, ctx context.Context, tg *target) {
 			// No planted problem is a pod's: every container here has limits of its own but
 			// the calm pod-level one's. A pod slice alerting is its containers' problem named
 			// twice (once while a container is gone between restarts: CrashLoopBackOff).
-			t.Errorf("%s fired at the pod slice of %s/%s: %v", l["alertname"], ns, l["pod"], l)
+			errorf(t, "%s fired at the pod slice of %s/%s: %v", l["alertname"], ns, l["pod"], l)
 		}
 		for _, c := range tg.calm() {
 			if l["pod"] == c {
-				t.Errorf("calm pod %s fired %s: %v", c, l["alertname"], l)
+				errorf(t, "calm pod %s fired %s: %v", c, l["alertname"], l)
 			}
 		}
 	}
@@ -621,7 +622,7 @@ func waitAlerts(t *testing.T, ctx context.Context, tg *target) {
 			if firing[key] > 1 {
 				// Alertmanager repeats a group only after repeat_interval; more means the alert
 				// resolved and fired again, e.g. because its series changed identity.
-				t.Errorf("%s notified %d times", key, firing[key])
+				errorf(t, "%s notified %d times", key, firing[key])
 			}
 		}
 	}
@@ -683,7 +684,7 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 	res, err := tg.mon.prom.Query(ctx, fmt.Sprintf(`count by (cgroup, namespace, pod, container, pod_uid, container_id) ({job="quota-exporter", __name__=~"quota_[a-z_]+", cgroup=~%q})`, regexp.QuoteMeta(tg.layout.Kubepods)+".*"))
 	must(t, err)
 	if len(res) == 0 {
-		t.Fatalf("no series under %s", tg.layout.Kubepods)
+		fatalf(t, "no series under %s", tg.layout.Kubepods)
 	}
 	cgroupsOf := map[string]map[string]bool{} // container id -> cgroups
 	var sandboxSeries int
@@ -691,25 +692,25 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 		l := s.Labels
 		if l["pod_uid"] == "" {
 			if l["pod"] != "" || l["container"] != "" {
-				t.Errorf("series without pod_uid but with names: %v", l)
+				errorf(t, "series without pod_uid but with names: %v", l)
 			}
 			if podCgroup.MatchString(l["cgroup"]) {
-				t.Errorf("series of a pod's cgroup without pod_uid: %v", l)
+				errorf(t, "series of a pod's cgroup without pod_uid: %v", l)
 			}
 			continue // kubepods, its QoS levels
 		}
 		p, ok := byUID[strings.ReplaceAll(l["pod_uid"], "-", "")]
 		if !ok {
-			t.Errorf("series of an unknown pod UID: %v", l)
+			errorf(t, "series of an unknown pod UID: %v", l)
 			continue
 		}
 		if l["namespace"] != p.Metadata.Namespace || l["pod"] != p.Metadata.Name {
-			t.Errorf("series %v: the API says %s/%s", l, p.Metadata.Namespace, p.Metadata.Name)
+			errorf(t, "series %v: the API says %s/%s", l, p.Metadata.Namespace, p.Metadata.Name)
 		}
 		id := l["container_id"]
 		if id == "" {
 			if l["container"] != "" {
-				t.Errorf("series of the pod's own cgroup with a container name: %v", l)
+				errorf(t, "series of the pod's own cgroup with a container name: %v", l)
 			}
 			continue
 		}
@@ -719,24 +720,24 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 		cgroupsOf[id][l["cgroup"]] = true
 		switch c, known := byID[id]; {
 		case known && l["container"] != c.container:
-			t.Errorf("series %v: the API says container %q", l, c.container)
+			errorf(t, "series %v: the API says container %q", l, c.container)
 		case sandboxes[id]:
 			sandboxSeries++
 			if l["container"] != "POD" {
-				t.Errorf("series of pod %s/%s's sandbox with container=%q, want \"POD\": %v", l["namespace"], l["pod"], l["container"], l)
+				errorf(t, "series of pod %s/%s's sandbox with container=%q, want \"POD\": %v", l["namespace"], l["pod"], l["container"], l)
 			}
 		case !known:
-			t.Errorf("series of a container id that is neither a container of the API nor a sandbox: %v", l)
+			errorf(t, "series of a container id that is neither a container of the API nor a sandbox: %v", l)
 		}
 	}
 	for id, cgs := range cgroupsOf {
 		if len(cgs) > 1 {
-			t.Errorf("container %s (%v) exported from %d cgroups: %v", id, byID[id], len(cgs), sortedKeys(cgs))
+			errorf(t, "container %s (%v) exported from %d cgroups: %v", id, byID[id], len(cgs), sortedKeys(cgs))
 		}
 	}
 	for id, c := range running {
 		if cgroupsOf[id] == nil {
-			t.Errorf("running container %s/%s/%s (%s) has no series", c.ns, c.pod, c.container, id)
+			errorf(t, "running container %s/%s/%s (%s) has no series", c.ns, c.pod, c.container, id)
 		}
 	}
 	t.Logf("%d series sets under %s checked: %d containers of %d pods, %d sandbox series", len(res), tg.layout.Kubepods, len(cgroupsOf), len(byUID), sandboxSeries)
@@ -777,7 +778,7 @@ func checkOOMOnce(t *testing.T, ctx context.Context, tg *target) {
 		// and the container links the names come from.
 		out, _ := tg.Node.Exec(ctx, "sh", "-c", "ls /var/log/containers | grep '^oom_'; for d in $(find "+tg.layout.CPURoot+tg.layout.Kubepods+
 			" -name memory.events | xargs -r grep -l 'oom_kill [1-9]' | xargs -r dirname); do echo $d; for f in memory.events memory.events.local memory.oom.group; do echo \"  $f: $(tr '\\n' ' ' <$d/$f)\"; done; done")
-		t.Errorf("OOM kills counted for kubenode/oom: %g, want 1\n%s", total, out)
+		errorf(t, "OOM kills counted for kubenode/oom: %g, want 1\n%s", total, out)
 	}
 }
 
@@ -788,7 +789,7 @@ func checkDiagnose(t *testing.T, ctx context.Context, tg *target, exporterPod st
 		"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.podlogs=/host/var/log",
 		"--format=json", "--duration=10s")
 	if err != nil && !strings.Contains(err.Error(), "exit status") {
-		t.Fatalf("diagnose in the exporter's pod: %v", err)
+		fatalf(t, "diagnose in the exporter's pod: %v", err)
 	}
 	var report struct {
 		Findings []map[string]any `json:"findings"`
@@ -802,10 +803,10 @@ func checkDiagnose(t *testing.T, ctx context.Context, tg *target, exporterPod st
 			// Seen once here (containerd logged a TaskOOM in that second): diagnose builds a second
 			// set of collectors in the exporter's container,
 			// and both together passed the DaemonSet's 192Mi memory limit on this busy host.
-			t.Errorf("diagnose was killed (SIGKILL, exit 137: the container's OOM kill) in the exporter's pod:\n%s", runner.Tail(out, 2000))
+			errorf(t, "diagnose was killed (SIGKILL, exit 137: the container's OOM kill) in the exporter's pod:\n%s", runner.Tail(out, 2000))
 			return
 		}
-		t.Errorf("diagnose in the pod found nothing:\n%s", runner.Tail(out, 4000))
+		errorf(t, "diagnose in the pod found nothing:\n%s", runner.Tail(out, 4000))
 		return
 	}
 	text := out
@@ -814,7 +815,7 @@ func checkDiagnose(t *testing.T, ctx context.Context, tg *target, exporterPod st
 			continue // the OOM kill is history; diagnose judges the live window
 		}
 		if !strings.Contains(text, p.pod) || !strings.Contains(text, p.container) {
-			t.Errorf("diagnose does not name %s/%s/%s", ns, p.pod, p.container)
+			errorf(t, "diagnose does not name %s/%s/%s", ns, p.pod, p.container)
 		}
 	}
 	t.Logf("diagnose in the exporter's pod: %d findings", len(report.Findings))

@@ -85,7 +85,7 @@ func scrapeConfig(t *testing.T, podMonitor map[string]any, cp *node.ControlPlane
 	}
 	b, err := yaml.Marshal(map[string]any{"scrape_configs": []any{job}})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return string(b)
 }
@@ -107,22 +107,22 @@ func startMonitoring(t *testing.T, ctx context.Context, root, dir, scrape string
 	t.Cleanup(m.stop)
 	rules := filepath.Join(dir, "rules")
 	if err := stack.RenderRules(ctx, root, stack.TestConfig, rules); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	promBin, err := stack.ToolPath(ctx, root, "tools", "prometheus")
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	amBin, err := stack.ToolPath(ctx, root, filepath.Join("tools", "alertmanager"), "alertmanager")
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	if m.webhook, err = stack.StartWebhook(nil); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	amCfg, err := stack.AlertmanagerConfig(root, m.webhook.URL, time.Second, 5*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	must(t, os.MkdirAll(filepath.Join(dir, "am"), 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "am", "alertmanager.yml"), amCfg, 0o644))
@@ -153,7 +153,7 @@ alerting:
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
-			t.Fatalf("prometheus did not load its rules within 90s:\n%s", runner.Tail(string(b), 3000))
+			fatalf(t, "prometheus did not load its rules within 90s:\n%s", runner.Tail(string(b), 3000))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -163,13 +163,13 @@ alerting:
 func (m *monitoring) start(t *testing.T, dir, name, bin string, args ...string) {
 	f, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	go func() { cmd.Wait(); f.Close() }()
 	m.procs = append(m.procs, cmd)

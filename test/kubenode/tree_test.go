@@ -96,11 +96,11 @@ func recordTree(t *testing.T, ctx context.Context, tg *target, name string) {
 	}
 	committed, err := cgtree.Read(dir)
 	if err != nil {
-		t.Errorf("no committed fixture %s (make fixtures-kubenode): %v", dir, err)
+		errorf(t, "no committed fixture %s (make fixtures-kubenode): %v", dir, err)
 		return
 	}
 	for _, d := range cgtree.Diff(got, committed) {
-		t.Errorf("%s: %s (make fixtures-kubenode)", name, d)
+		errorf(t, "%s: %s (make fixtures-kubenode)", name, d)
 	}
 	var cgroups []string
 	for k := range files {
@@ -203,10 +203,10 @@ func TestFakePath(t *testing.T) {
 	} {
 		got, keep := fakePath(c.in, uids, containers)
 		if c.want == "" && keep || c.want != "" && got != c.want {
-			t.Errorf("fakePath(%s) = %s, %t; want %q", c.in, got, keep, c.want)
+			errorf(t, "fakePath(%s) = %s, %t; want %q", c.in, got, keep, c.want)
 		}
 	}
 	if u := uids[uid]; len(u) != 36 || strings.Count(u, "-") != 4 || len(uids[static]) != 32 {
-		t.Errorf("fake UIDs %q, %q keep the real ones' forms", u, uids[static])
+		errorf(t, "fake UIDs %q, %q keep the real ones' forms", u, uids[static])
 	}
 }

@@ -164,10 +164,10 @@ func checkCrunThrottling(t *testing.T, ctx context.Context, tg *target) {
 	}
 	t.Logf("crun's subgroup: %g throttled periods in its cpu.stat; the container exports %g, and %g sampler windows", kernel, exported, windows)
 	if kernel == 0 {
-		t.Fatalf("the Go program on crun was never throttled (subgroup cpu.stat:\n%s)", out)
+		fatalf(t, "the Go program on crun was never throttled (subgroup cpu.stat:\n%s)", out)
 	}
 	if exported <= 0 || exported > kernel || windows <= 0 {
-		t.Errorf("the crun container's throttling: exported %g throttled periods (kernel's subgroup %g), %g sampler windows; want 0 < exported <= kernel and windows", exported, kernel, windows)
+		errorf(t, "the crun container's throttling: exported %g throttled periods (kernel's subgroup %g), %g sampler windows; want 0 < exported <= kernel and windows", exported, kernel, windows)
 	}
 }
 
@@ -245,7 +245,7 @@ func waitScraped(t *testing.T, ctx context.Context, tg *target) {
 		}
 		if time.Now().After(deadline) {
 			if len(missing) > 0 {
-				t.Errorf("no series of %v within %s", missing, limit)
+				errorf(t, "no series of %v within %s", missing, limit)
 			} else {
 				t.Logf("container series without a name after %s: %v", limit, unnamed)
 			}
@@ -274,7 +274,7 @@ func checkRuntimeLayout(t *testing.T, ctx context.Context, tg *target) {
 			must(t, err)
 			dirs := strings.Fields(out)
 			if len(dirs) != 1 || filepath.Base(dirs[0]) != "cri-containerd-"+id+".scope" {
-				t.Errorf("%s/%s: cgroups %v, want one cri-containerd-<id>.scope", p.Metadata.Name, cs.Name, dirs)
+				errorf(t, "%s/%s: cgroups %v, want one cri-containerd-<id>.scope", p.Metadata.Name, cs.Name, dirs)
 				continue
 			}
 			scope := dirs[0]
@@ -282,22 +282,22 @@ func checkRuntimeLayout(t *testing.T, ctx context.Context, tg *target) {
 			sub, subErr := tg.Node.Exec(ctx, "cat", scope+"/container/cgroup.procs", scope+"/container/cpu.max", scope+"/cpu.max")
 			if p.Spec.RuntimeClassName == "crun" {
 				if subErr != nil || strings.TrimSpace(procs) != "" || len(strings.Fields(sub)) < 5 {
-					t.Errorf("%s/%s on crun: scope's processes %q, container subgroup %q (%v)", p.Metadata.Name, cs.Name, procs, sub, subErr)
+					errorf(t, "%s/%s on crun: scope's processes %q, container subgroup %q (%v)", p.Metadata.Name, cs.Name, procs, sub, subErr)
 				} else {
 					f := strings.Fields(sub)
 					t.Logf("%s/%s on crun: processes in %s/container; cpu.max %s %s there, %s %s on the scope", p.Metadata.Name, cs.Name,
 						strings.TrimPrefix(scope, tg.layout.CPURoot), f[len(f)-4], f[len(f)-3], f[len(f)-2], f[len(f)-1])
 				}
 			} else if subErr == nil || strings.TrimSpace(procs) == "" {
-				t.Errorf("%s/%s on runc: scope's processes %q, a container subgroup: %t", p.Metadata.Name, cs.Name, procs, subErr == nil)
+				errorf(t, "%s/%s on runc: scope's processes %q, a container subgroup: %t", p.Metadata.Name, cs.Name, procs, subErr == nil)
 			}
 			if !strings.HasPrefix(strings.TrimPrefix(scope, tg.layout.CPURoot), tg.layout.Kubepods+"/") {
-				t.Errorf("%s/%s: cgroup %s is not under %s", p.Metadata.Name, cs.Name, scope, tg.layout.Kubepods)
+				errorf(t, "%s/%s: cgroup %s is not under %s", p.Metadata.Name, cs.Name, scope, tg.layout.Kubepods)
 			}
 			checked++
 		}
 	}
 	if checked == 0 {
-		t.Error("no container's cgroup checked")
+		errorf(t, "no container's cgroup checked")
 	}
 }

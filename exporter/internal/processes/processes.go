@@ -326,7 +326,14 @@ func gatedContext(tenant string) (context.Context, context.CancelFunc) {
 // a stuck read may still finish later.
 func Each[R any](ctx context.Context, s *Source, procs []*Process, kind string,
 	read func(ctx context.Context, p *Process) (R, error)) []procread.Result[R] {
-	b := procread.Budget{Workers: processWorkers, Item: itemBudget(ctx), Gate: s.gate, Kind: kind,
+	return EachWithin(ctx, s, procs, kind, itemBudget(ctx), read)
+}
+
+// EachWithin is Each with each process's read given up after within: for background reads,
+// which no scrape waits for.
+func EachWithin[R any](ctx context.Context, s *Source, procs []*Process, kind string, within time.Duration,
+	read func(ctx context.Context, p *Process) (R, error)) []procread.Result[R] {
+	b := procread.Budget{Workers: processWorkers, Item: within, Gate: s.gate, Kind: kind,
 		Pool: procread.ProcessFiles, Tenant: func(i int) string { return budget.TenantOf(procs[i].Cgroup) }}
 	return procread.Map(ctx, b, procs, func(p *Process) string { return p.gateKey(kind) }, func(p *Process) (R, error) {
 		rctx, cancel := gatedContext(budget.TenantOf(p.Cgroup))
