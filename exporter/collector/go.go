@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -43,6 +44,20 @@ type goReading struct {
 
 var goSlot = processes.NewSlot[goReading]()
 
+// lastGoReading is p's last build info reading (the go collector's, else detection's) if it
+// is younger than maxAge.
+func lastGoReading(p *processes.Process, maxAge time.Duration) *goruntime.Info {
+	r := goSlot.Load(p)
+	info, at := r.info, r.at
+	if info == nil {
+		info, at = p.DetectedGo()
+	}
+	if info == nil || time.Since(at) > maxAge {
+		return nil
+	}
+	return info
+}
+
 type goCollector struct{ env *Env }
 
 func newGoCollector(env *Env) (Collector, error) { return &goCollector{env}, nil }
@@ -55,16 +70,12 @@ func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 	procs := processes.WithRuntime(all, processes.RuntimeGo)
 	// Build info and environment are re-read in parallel, skipped per process while stuck.
 	res := processes.Each(ctx, src, procs, "exe", func(ctx context.Context, p *processes.Process) (*goruntime.Info, error) {
-		r := goSlot.Load(p)
-		info, at := r.info, r.at
-		if info == nil {
-			info, at = p.DetectedGo()
-		}
-		if info != nil && time.Since(at) <= goInfoTTL {
+		if info := lastGoReading(p, goInfoTTL); info != nil {
 			return info, nil
 		}
 		fresh, err := src.InspectGo(ctx, p)
 		if err != nil {
+			info := lastGoReading(p, math.MaxInt64) // served with the error, as before it
 			if errors.Is(err, os.ErrNotExist) && info != nil {
 				err = nil // exited since: its last facts serve this scrape
 			}
@@ -79,8 +90,8 @@ func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 		if r.Err != nil {
 			t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
 		}
-		if g := goSlot.Load(p); info == nil && missedBound(r.Err) && g.info != nil && time.Since(g.at) <= goInfoTTL+staleReading {
-			info = g.info // a stuck read: the last reading stands in (see staleReading)
+		if info == nil && missedBound(r.Err) {
+			info = lastGoReading(p, goInfoTTL+staleReading) // a stuck read: see staleReading
 		}
 		if info == nil {
 			continue

@@ -80,14 +80,22 @@ local utils = import '../lib/utils.libsonnet';
     local cgroups(m) =
       'group by (%(by)s, pod_uid) (\n  quota_cpu_usage_seconds_total{%(sel)s, %(m)s}\n  or quota_memory_working_set_bytes{%(sel)s, %(m)s}\n  or quota_memory_oom_kills_total{%(sel)s, %(m)s}\n)'
       % { by: join, sel: sel, m: m },
-    // Pods whose limits are the pod's alone: the pod slice has one, none of its containers had
-    // one in the last 15 minutes (pod-level resources). A container in CrashLoopBackOff is gone
-    // for up to the kubelet's 5-minute back-off between its runs: its pod still is not one.
-    // A sandbox has none of its own, so it never counts.
+    // Pods whose limits are the pod's alone: the pod slice has one, and has had one for 5
+    // minutes, and none of its containers had one in the last 15 minutes (pod-level resources).
+    // The kubelet makes the pod slice before its containers, and a container is exported once
+    // the kubelet has linked it: one OOM-killed seconds after its start can go unscraped in its
+    // first runs (seen on the v2 node, 60 s without a container). A container in
+    // CrashLoopBackOff is gone for up to the kubelet's 5-minute back-off between its runs: its
+    // pod still is not one. A sandbox has none of its own, so it never counts.
     local podsHoldingLimits = |||
       (
         group by (%(pod)s) (
           quota_cpu_limit_cores{%(sel)s, container_id="", pod_uid!=""} or quota_memory_limit_bytes{%(sel)s, container_id="", pod_uid!=""}
+        )
+          and %(podOn)s
+        group by (%(pod)s) (
+          present_over_time(quota_cpu_limit_cores{%(sel)s, container_id="", pod_uid!=""}[15m] offset 5m)
+          or present_over_time(quota_memory_limit_bytes{%(sel)s, container_id="", pod_uid!=""}[15m] offset 5m)
         )
           unless %(podOn)s
         (

@@ -735,6 +735,17 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 			errorf(t, "container %s (%v) exported from %d cgroups: %v", id, byID[id], len(cgs), sortedKeys(cgs))
 		}
 	}
+	// A cgroup below a container's is the container's (crun's subgroup, a tenant's own
+	// cgroups, whatever their names): never exported on its own.
+	for _, s := range res {
+		for _, cgs := range cgroupsOf {
+			for cg := range cgs {
+				if strings.HasPrefix(s.Labels["cgroup"], cg+"/") {
+					errorf(t, "series of a cgroup below container cgroup %s: %v", cg, s.Labels)
+				}
+			}
+		}
+	}
 	for id, c := range running {
 		if cgroupsOf[id] == nil {
 			errorf(t, "running container %s/%s/%s (%s) has no series", c.ns, c.pod, c.container, id)

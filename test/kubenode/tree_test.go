@@ -139,6 +139,8 @@ func fakePath(path string, uids, containers map[string]string) (string, bool) {
 				fake = fakeID("sandbox:"+pod, 64)
 			}
 			segs[i] = strings.Replace(s, m[1], fake, 1)
+		} else if fake, ok := containers[s]; ok {
+			segs[i] = fake // a tenant's cgroup named after a container id
 		}
 	}
 	return strings.Join(segs, "/"), true
@@ -197,6 +199,8 @@ func TestFakePath(t *testing.T) {
 			"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + fu + ".slice/cri-containerd-" + containers[ctr] + ".scope/container/cpu.max"},
 		{"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + sandbox + ".scope/cgroup.procs",
 			"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + fu + ".slice/cri-containerd-" + fakeID("sandbox:"+uids[uid], 64) + ".scope/cgroup.procs"},
+		{"kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + sandbox + ".scope/x/" + ctr + "/memory.max",
+			"kubepods.slice/kubepods-pod" + fu + ".slice/cri-containerd-" + fakeID("sandbox:"+uids[uid], 64) + ".scope/x/" + containers[ctr] + "/memory.max"},
 		{"kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod" + static + ".slice/memory.max", "kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod" + uids[static] + ".slice/memory.max"},
 		{"kubepods.slice/kubepods-pod11112222_3333_4444_5555_666677778888.slice/cpu.max", ""},
 		{"system.slice/cri-containerd-" + other + ".scope/cpu.max", ""},

@@ -80,9 +80,11 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 		tg.exporterCPU = "2"
 		tg.exporterArgs = []string{"--scrape.timeout=20s"}
 	}
-	// The runtimes' layout and the tree once every pod has run and been resized.
+	// The runtimes' layout and the tree once every pod has run and been resized, with a
+	// tenant's cgroups that wear another pod's names below the static pod's container.
 	tg.afterResize = func(t *testing.T) {
 		checkRuntimeLayout(t, ctx, tg)
+		plantImpostor(t, ctx, tg)
 		recordTree(t, ctx, tg, "v2-kubelet-systemd")
 	}
 	// In a subtest of its own: a fatal check there still lets the kind node run.
@@ -300,4 +302,52 @@ func checkRuntimeLayout(t *testing.T, ctx context.Context, tg *target) {
 	if checked == 0 {
 		errorf(t, "no container's cgroup checked")
 	}
+}
+
+// plantImpostor does what a tenant with a writable cgroup mount can do in its own container
+// (a privileged pod, Docker-in-Docker): below the static pod's container it makes cgroups
+// named after the GOMAXPROCS pod and its container, kubelet-style and bare, moves the
+// container's process into the first and delegates cpu and memory to them, with limits of
+// their own. They are the static pod's container's: the suite's later checks require that
+// no cgroup below a container is exported on its own, that the GOMAXPROCS container is
+// exported from one cgroup, and that its planted alert fires once with its names.
+func plantImpostor(t *testing.T, ctx context.Context, tg *target) {
+	var tenant, victimUID, victimID string
+	for _, p := range pods(t, ctx, tg) {
+		for _, cs := range p.Status.ContainerStatuses {
+			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+			switch {
+			case p.Metadata.Namespace == ns && cs.Name == "sleeper" && strings.HasPrefix(p.Metadata.Name, "static-sleeper"):
+				tenant = id
+			case p.Metadata.Namespace == ns && p.Metadata.Name == "go-gomaxprocs" && cs.Name == "gomaxprocs":
+				victimUID, victimID = p.Metadata.UID, id
+			}
+		}
+	}
+	if tenant == "" || victimID == "" {
+		fatalf(t, "impostor: no static sleeper (%q) or GOMAXPROCS container (%q)", tenant, victimID)
+	}
+	out, err := tg.Node.Exec(ctx, "find", tg.layout.CPURoot, "-type", "d", "-name", "cri-containerd-"+tenant+".scope")
+	must(t, err)
+	dir := strings.TrimSpace(out)
+	if dir == "" || strings.Contains(dir, "\n") {
+		fatalf(t, "impostor: the static sleeper's cgroup: %q", out)
+	}
+	slice := "kubepods-burstable-pod" + strings.ReplaceAll(victimUID, "-", "_") + ".slice"
+	script := fmt.Sprintf(`set -e
+a=%[1]s; n=$a/%[2]s/cri-containerd-%[3]s.scope; x=$a/x/%[3]s
+mkdir -p $n $x
+for p in $(cat $a/cgroup.procs); do echo $p > $n/cgroup.procs; done
+echo "+cpu +memory" > $a/cgroup.subtree_control
+echo "+cpu +memory" > $a/%[2]s/cgroup.subtree_control
+echo "+memory" > $a/x/cgroup.subtree_control
+echo "50000 100000" > $n/cpu.max
+echo 24M > $n/memory.max
+echo 16M > $x/memory.max
+find $a -mindepth 1 -type d`, dir, slice, victimID)
+	out, err = tg.Node.Exec(ctx, "sh", "-c", script)
+	if err != nil {
+		fatalf(t, "impostor: %v\n%s", err, out)
+	}
+	t.Logf("impostor: below the static sleeper's %s:\n%s", dir, out)
 }
