@@ -35,20 +35,14 @@ var (
 		"Expected effective GOMAXPROCS: GOMAXPROCS env, else automaxprocs (floor(quota), min 1), else Go >= 1.25 container default min(affinity, max(ceil(quota), 2)), else the CPU affinity count. A program calling runtime.GOMAXPROCS itself is not seen.")
 )
 
-// goReading is the go collector's last reading of a process's build info, after the one
+// goKept is the go collector's last reading of each process's build info, after the one
 // detection made.
-type goReading struct {
-	info *goruntime.Info
-	at   time.Time
-}
-
-var goSlot = processes.NewSlot[goReading]()
+var goKept = newKeptSlot[*goruntime.Info]()
 
 // lastGoReading is p's last build info reading (the go collector's, else detection's) if it
 // is younger than maxAge.
 func lastGoReading(p *processes.Process, maxAge time.Duration) *goruntime.Info {
-	r := goSlot.Load(p)
-	info, at := r.info, r.at
+	info, at := goKept.load(p)
 	if info == nil {
 		info, at = p.DetectedGo()
 	}
@@ -81,7 +75,7 @@ func (c *goCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 			}
 			return info, err
 		}
-		goSlot.Store(p, goReading{fresh, time.Now()})
+		goKept.keep(p, fresh)
 		return fresh, nil
 	})
 	for i, r := range res {

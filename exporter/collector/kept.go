@@ -40,14 +40,20 @@ func (k keptSlot[T]) keep(p *processes.Process, v T) {
 	k.slot.Store(p, stamped[T]{v, time.Now()})
 }
 
+// load is p's last good reading and when it was read (zero time: none).
+func (k keptSlot[T]) load(p *processes.Process) (T, time.Time) {
+	s := k.slot.Load(p)
+	return s.v, s.at
+}
+
 // recent is p's last good reading if it is younger than staleReading.
 func (k keptSlot[T]) recent(p *processes.Process) (T, bool) {
-	s := k.slot.Load(p)
-	if s.at.IsZero() || time.Since(s.at) > staleReading {
+	v, at := k.load(p)
+	if at.IsZero() || time.Since(at) > staleReading {
 		var zero T
 		return zero, false
 	}
-	return s.v, true
+	return v, true
 }
 
 // orKept is r's value, kept as p's last good reading when r succeeded; when r missed its

@@ -48,6 +48,11 @@ type heapLayout struct {
 	failed bool      // the last read failed and no recent state stands in
 }
 
+// standsIn tells whether h's state may stand in for a read that missed its time bound.
+func (h heapLayout) standsIn() bool {
+	return h.state != nil && time.Since(h.readAt) <= staleReading
+}
+
 // heapSlot is the one owner of each process's heap layout; smaps reads it too.
 var heapSlot = processes.NewSlot[heapLayout]()
 
@@ -74,7 +79,7 @@ func heapLayoutOf(ctx context.Context, env *Env, p *processes.Process) (heapLayo
 	switch {
 	case st != nil:
 		h = heapLayout{state: st, limit: limit, at: now, readAt: now}
-	case missedBound(err) && h.state != nil && now.Sub(h.readAt) <= staleReading:
+	case missedBound(err) && h.standsIn():
 		h.at, h.failed = now, false
 	default:
 		h = heapLayout{at: now, failed: true}
@@ -95,7 +100,7 @@ func (c *mallocCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 	for i, r := range res {
 		p, entry := procs[i], r.Value
 		t.add(fmt.Sprintf("pid %d", p.PID), processes.CountOnce(r.Err))
-		if h := heapSlot.Load(p); missedBound(r.Err) && entry.state == nil && h.state != nil && time.Since(h.readAt) <= staleReading {
+		if h := heapSlot.Load(p); missedBound(r.Err) && entry.state == nil && h.standsIn() {
 			entry = h // the read is stuck: the last layout stands in (see staleReading)
 		}
 		if entry.failed || entry.state == nil {
