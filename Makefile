@@ -203,7 +203,7 @@ test-hostile: build
 # several times); KUBENODE_VM=kind runs only the kind part (about 5 min), KUBENODE_VM=0 no VM
 # (docs/cgroups.md "The cgroup v2 node").
 KUBENODE_VM ?= all
-KUBENODE_RUN := ^(TestKubeNode|TestFakePath)$$/^(v1-cgroupfs$(if $(filter 0,$(KUBENODE_VM)),,|v2-systemd))$$$(if $(filter kind,$(KUBENODE_VM)),/^kind$$)
+KUBENODE_RUN := ^(TestKubeNode|TestFakePath|TestLockup)$$/^(v1-cgroupfs$(if $(filter 0,$(KUBENODE_VM)),,|v2-systemd))$$$(if $(filter kind,$(KUBENODE_VM)),/^kind$$)
 # The failed checks are printed again at the very end: the nodes' logs follow a failure.
 test-kubenode: deps-apt tools image
 	rm -f bin/kubenode-failures.txt

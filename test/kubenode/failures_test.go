@@ -8,21 +8,28 @@ import (
 	"testing"
 )
 
-// failures keeps each failed check's first line: the node's logs follow a failure and CI shows
-// only the end of the output, so TestKubeNode repeats them last, and writes them to the file
-// KUBENODE_FAILURES names (make test-kubenode prints it after go test fails).
+// failures keeps each failed check's first lines (what the node showed, in a few lines): the
+// node's logs follow a failure and CI shows only the end of the output, so TestKubeNode repeats
+// them last, and writes them to the file KUBENODE_FAILURES names (make test-kubenode prints it
+// after go test fails).
 var failures struct {
 	sync.Mutex
 	lines []string
 }
 
 func record(t *testing.T, msg string) {
-	first, _, _ := strings.Cut(msg, "\n")
-	if len(first) > 400 {
-		first = first[:400] + "…"
+	const maxLines, maxLine = 8, 300
+	lines := strings.Split(strings.TrimRight(msg, "\n"), "\n")
+	if len(lines) > maxLines {
+		lines = append(lines[:maxLines], "  …")
+	}
+	for i, l := range lines {
+		if len(l) > maxLine {
+			lines[i] = l[:maxLine] + "…"
+		}
 	}
 	failures.Lock()
-	failures.lines = append(failures.lines, t.Name()+": "+first)
+	failures.lines = append(failures.lines, t.Name()+": "+strings.Join(lines, "\n    "))
 	failures.Unlock()
 }
 

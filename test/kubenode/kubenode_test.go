@@ -251,6 +251,10 @@ func runSuite(t *testing.T, ctx context.Context, tg *target, root, work, exporte
 	work = filepath.Join(work, tg.layout.Name)
 	must(t, os.MkdirAll(work, 0o755))
 	deployAndMonitor(t, ctx, tg, root, work, exporterRef)
+	// The exporter first, as on a node it watches: the OOM pod's kill comes some 20 s after its
+	// start, and a kill before the exporter's first look is in no container's counter it can
+	// read (only in the pod's hierarchical count, which repeats its containers').
+	waitExporterScraped(t, ctx, tg)
 
 	// The workloads, then the static pod.
 	applyWorkloads(t, ctx, tg, root, work, nil)
@@ -394,6 +398,24 @@ func pods(t *testing.T, ctx context.Context, tg *target) []pod {
 	var list struct{ Items []pod }
 	must(t, tg.GetJSON(ctx, &list, "get", "pods", "--all-namespaces", "--field-selector=spec.nodeName="+tg.Node.Name()))
 	return list.Items
+}
+
+// waitExporterScraped waits until Prometheus has scraped the node's exporter.
+func waitExporterScraped(t *testing.T, ctx context.Context, tg *target) {
+	limit := tg.scale(3 * time.Minute)
+	start := time.Now()
+	for {
+		res, err := tg.mon.prom.Query(ctx, `up{job="quota-exporter"} == 1`)
+		if err == nil && len(res) > 0 {
+			t.Logf("exporter scraped %s after its deployment", time.Since(start).Round(time.Second))
+			return
+		}
+		if time.Since(start) > limit {
+			out, _ := tg.Kubectl(ctx, "-n", "monitoring", "get", "pods", "-o", "wide")
+			fatalf(t, "the exporter was not scraped within %s (%v)\n%s", limit, err, out)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // waitRunning waits until at least min pods run on the node with all containers ready (the OOM
@@ -777,7 +799,7 @@ func lastID(cs containerStatus) string {
 // checkOOMOnce: the OOM-killed container restarted once, and the exporter counted one kill
 // for it, under the container's name (whatever its ids).
 func checkOOMOnce(t *testing.T, ctx context.Context, tg *target) {
-	res, err := tg.mon.prom.Query(ctx, `sum by (namespace, pod, container) (max_over_time(quota_memory_oom_kills_total{job="quota-exporter", namespace="kubenode", pod="oom"}[10m]))`)
+	res, err := tg.mon.prom.Query(ctx, `sum by (namespace, pod, container) (max_over_time(quota_memory_oom_kills_total{job="quota-exporter", namespace="kubenode", pod="oom"}[1h]))`)
 	must(t, err)
 	var total float64
 	for _, s := range res {
@@ -785,12 +807,37 @@ func checkOOMOnce(t *testing.T, ctx context.Context, tg *target) {
 		total += s.Value
 	}
 	if total != 1 {
-		// What the kernel and the kubelet have: the pod's memory.events (hierarchical and local)
-		// and the container links the names come from.
-		out, _ := tg.Node.Exec(ctx, "sh", "-c", "ls /var/log/containers | grep '^oom_'; for d in $(find "+tg.layout.CPURoot+tg.layout.Kubepods+
-			" -name memory.events | xargs -r grep -l 'oom_kill [1-9]' | xargs -r dirname); do echo $d; for f in memory.events memory.events.local memory.oom.group; do echo \"  $f: $(tr '\\n' ' ' <$d/$f)\"; done; done")
-		errorf(t, "OOM kills counted for kubenode/oom: %g, want 1\n%s", total, out)
+		// What the kubelet, the exporter and the kernel have: the container's restarts, every
+		// OOM series of the pod over the run, the cgroups whose memory.events count a kill
+		// (hierarchical and local) and the container links the names come from.
+		var restarts []string
+		for _, p := range pods(t, ctx, tg) {
+			for _, cs := range p.Status.ContainerStatuses {
+				if p.Metadata.Namespace == ns && p.Metadata.Name == "oom" {
+					restarts = append(restarts, fmt.Sprintf("%s: %d restart(s), last %+v, now %s", cs.Name, cs.RestartCount, cs.LastState.Terminated, cs.ContainerID))
+				}
+			}
+		}
+		series, _ := tg.mon.prom.Query(ctx, `max_over_time(quota_memory_oom_kills_total{job="quota-exporter", cgroup=~".*pod(`+oomPodUID(t, ctx, tg)+`).*"}[1h])`)
+		var kept []string
+		for _, s := range series {
+			kept = append(kept, fmt.Sprintf("%s{%s/%s %s}=%g", filepath.Base(s.Labels["cgroup"]), s.Labels["pod"], s.Labels["container"], s.Labels["container_id"], s.Value))
+		}
+		out, _ := tg.Node.Exec(ctx, "sh", "-c", "for d in $(find "+tg.layout.CPURoot+tg.layout.Kubepods+
+			" -name memory.events | xargs -r grep -l 'oom_kill [1-9]' | xargs -r dirname); do echo \"$(basename $d): $(grep oom_kill $d/memory.events) (local: $(grep oom_kill $d/memory.events.local))\"; done; ls /var/log/containers | grep '^oom_'")
+		errorf(t, "OOM kills counted for kubenode/oom: %g, want 1\nkubelet: %s\nexporter's series over the run: %v\nkernel:\n%s", total, strings.Join(restarts, "; "), kept, out)
 	}
+}
+
+// oomPodUID is a regular expression of the OOM pod's UID as cgroup names write it: with the
+// dashes (cgroupfs) or the systemd driver's underscores.
+func oomPodUID(t *testing.T, ctx context.Context, tg *target) string {
+	for _, p := range pods(t, ctx, tg) {
+		if p.Metadata.Namespace == ns && p.Metadata.Name == "oom" {
+			return p.Metadata.UID + "|" + strings.ReplaceAll(p.Metadata.UID, "-", "_")
+		}
+	}
+	return "no-oom-pod"
 }
 
 // checkDiagnose runs `quota_exporter diagnose` inside the exporter's pod with the DaemonSet's

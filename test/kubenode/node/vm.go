@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -282,7 +284,6 @@ rm -rf /var/log/pods/* /var/log/containers/*
 // images), boots the VM, starts containerd, imports the images and starts the kubelet.
 func (c *Cluster) bootVM(ctx context.Context, spec VMSpec) error {
 	o := c.vm
-	start := time.Now()
 	n := &VMNode{spec: spec, dir: filepath.Join(c.Dir, "nodes", spec.Name), ps: &procSet{dir: filepath.Join(c.Dir, "nodes", spec.Name), logf: o.Logf},
 		client: newAgentClient()}
 	c.Node = n
@@ -291,16 +292,43 @@ func (c *Cluster) bootVM(ctx context.Context, spec VMSpec) error {
 		return err
 	}
 	prepared := time.Now()
-	if err := n.boot(ctx, o, disk); err != nil {
+	for attempt := 1; ; attempt++ {
+		err = n.start(ctx, c, disk, prepared)
+		if err == nil || !errors.Is(err, errLockedUp) || attempt == 2 {
+			return err
+		}
+		// A guest whose vCPUs spin on each other (seen under emulation during containerd's start:
+		// both vCPUs stuck for minutes, never recovering) boots once more from the same disks.
+		o.Logf("VM node %s: %v; booting it again", spec.Name, err)
+		n.ps.stop(nil)
+		console := n.ps.LogPath("console-" + spec.Name)
+		_ = os.Rename(console, strings.TrimSuffix(console, ".log")+".locked-up.log")
+		prepared = time.Now()
+	}
+}
+
+// start boots the VM from its disks and starts containerd and the kubelet, until the node is
+// Ready; errLockedUp when the guest kernel locked up meanwhile.
+func (n *VMNode) start(ctx context.Context, c *Cluster, disk string, prepared time.Time) error {
+	o, spec := c.vm, n.spec
+	ctx, stop := n.watchLockup(ctx)
+	defer stop()
+	cause := func(err error) error {
+		if errors.Is(context.Cause(ctx), errLockedUp) {
+			return fmt.Errorf("%w: %s", errLockedUp, strings.TrimSpace(n.lockup()))
+		}
 		return err
+	}
+	if err := n.boot(ctx, o, disk); err != nil {
+		return cause(err)
 	}
 	booted := time.Now()
 	if err := n.startRuntime(ctx); err != nil {
-		return err
+		return cause(err)
 	}
 	imported := time.Now()
 	if err := n.startKubelet(ctx); err != nil {
-		return err
+		return cause(err)
 	}
 	alive := func() error {
 		if n.qemu.Exited() {
@@ -309,12 +337,56 @@ func (c *Cluster) bootVM(ctx context.Context, spec VMSpec) error {
 		return c.ps.exited()
 	}
 	if err := c.waitNodeReady(ctx, spec.Name, 6*time.Minute, alive); err != nil {
-		return fmt.Errorf("%w\nkubelet:\n%s", err, n.LogTail("kubelet"))
+		return cause(fmt.Errorf("%w\nkubelet:\n%s", err, n.LogTail("kubelet")))
 	}
-	o.Logf("VM node %s (%s, %d vCPUs) Ready %s after the start: data disk %s, boot to agent %s, containerd and images %s, kubelet to Ready %s",
-		spec.Name, o.Host.Accel, o.CPUs, time.Since(start).Round(time.Second), prepared.Sub(start).Round(time.Second),
+	o.Logf("VM node %s (%s, %d vCPUs) Ready %s after the boot: boot to agent %s, containerd and images %s, kubelet to Ready %s",
+		spec.Name, o.Host.Accel, o.CPUs, time.Since(prepared).Round(time.Second),
 		booted.Sub(prepared).Round(time.Second), imported.Sub(booted).Round(time.Second), time.Since(imported).Round(time.Second))
 	return nil
+}
+
+// errLockedUp: the guest kernel's watchdog saw a vCPU stuck for longer than lockupLimit.
+var errLockedUp = errors.New("the guest kernel locked up")
+
+// lockupLimit is how long a vCPU may be stuck before the boot is given up: the watchdog also
+// reports vCPUs that the loaded host did not run for 20 s or more, which recover.
+const lockupLimit = 100
+
+var softLockup = regexp.MustCompile(`soft lockup - CPU#\d+ stuck for (\d+)s!.*`)
+
+// lockup is the console's last soft-lockup report of a vCPU stuck for lockupLimit seconds or
+// more, or "".
+func (n *VMNode) lockup() string {
+	b, _ := os.ReadFile(n.ps.LogPath("console-" + n.spec.Name))
+	last := ""
+	for _, m := range softLockup.FindAllSubmatch(b, -1) {
+		if s, _ := strconv.Atoi(string(m[1])); s >= lockupLimit {
+			last = string(m[0])
+		}
+	}
+	return last
+}
+
+// watchLockup returns a context cancelled with errLockedUp when the console reports a lockup.
+func (n *VMNode) watchLockup(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if n.lockup() != "" {
+					cancel(errLockedUp)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
 }
 
 // writeDataDisk writes what the VM needs for this boot into an ext4 image.
