@@ -31,12 +31,12 @@ var TestConfig = map[string]any{
 	"memoryCreepHorizon":  "5m",
 	"oomKilledWindow":     "2m",
 
-	"warmupFor":          "15s",
-	"stallsFor":          "15s",
-	"gcThreadsFor":       "15s",
-	"goMaxProcsFor":      "15s",
-	"goSTWFor":           "15s",
-	"safepointFor":       "15s",
+	"warmupFor":     "15s",
+	"stallsFor":     "15s",
+	"gcThreadsFor":  "15s",
+	"goMaxProcsFor": "15s",
+	"goSTWFor":      "15s",
+	"safepointFor":  "15s",
 	// A JVM's working set jumps in its first minute (the JDK's class data and its JIT), so at
 	// the minimum age (a third of the lookback) the healthy JVM's 3m trend once reached its
 	// limit for 20 s (4m20s projected, in one run of a fresh clone). In production the 30m `for`
