@@ -418,8 +418,9 @@ func waitExporterScraped(t *testing.T, ctx context.Context, tg *target) {
 	}
 }
 
-// waitRunning waits until at least min pods run on the node with all containers ready (the OOM
-// pod may restart meanwhile) and returns the exporter's pod.
+// waitRunning waits until at least min pods run on the node with all containers ready, the OOM
+// pod's after its restart (its kill comes some 20 s after its start: the checks that follow
+// see one settled tree), and returns the exporter's pod.
 func waitRunning(t *testing.T, ctx context.Context, tg *target, min int) pod {
 	limit := tg.scale(4 * time.Minute)
 	deadline := time.Now().Add(limit)
@@ -433,7 +434,7 @@ func waitRunning(t *testing.T, ctx context.Context, tg *target, min int) pod {
 			}
 			ready := p.Status.Phase == "Running"
 			for _, c := range p.Status.ContainerStatuses {
-				ready = ready && c.Ready
+				ready = ready && c.Ready && (p.Metadata.Namespace != ns || p.Metadata.Name != "oom" || c.RestartCount > 0)
 			}
 			if !ready {
 				waiting = append(waiting, p.Metadata.Namespace+"/"+p.Metadata.Name+":"+p.Status.Phase)
@@ -490,6 +491,15 @@ func checkResize(t *testing.T, ctx context.Context, tg *target, url string) {
 				continue
 			}
 			applied := time.Since(start)
+			// The first scrape that starts after the kernel had it: a scrape joins the
+			// collection already under way for another (Prometheus's), which may have read the
+			// old limit, and a walk is shared for 500 ms (cgroups.DiscoveryMaxAge). So the
+			// walk's age passes, and one scrape ends the collection under way.
+			time.Sleep(time.Second)
+			if _, err := scrapeExporter(ctx, url); err != nil {
+				errorf(t, "resize: scrape: %v", err)
+				return
+			}
 			fams, incomplete, err := completeScrape(ctx, url, 5)
 			if err != nil {
 				errorf(t, "resize: scrape: %v", err)
