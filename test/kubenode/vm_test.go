@@ -275,11 +275,6 @@ func checkRuntimeLayout(t *testing.T, ctx context.Context, tg *target) {
 			out, err := tg.Node.Exec(ctx, "find", tg.layout.CPURoot+tg.layout.Kubepods, "-type", "d", "-name", "*"+id+"*")
 			must(t, err)
 			dirs := strings.Fields(out)
-			if len(dirs) == 0 && !stillRunning(t, ctx, tg, p.Metadata.Name, cs.Name, cs.ContainerID) {
-				// The OOM pod's container may be killed between the pod list and the find.
-				t.Logf("%s/%s: container %s ended during the check", p.Metadata.Name, cs.Name, id)
-				continue
-			}
 			if len(dirs) != 1 || filepath.Base(dirs[0]) != "cri-containerd-"+id+".scope" {
 				elsewhere, _ := tg.Node.Exec(ctx, "sh", "-c", "find "+tg.layout.CPURoot+" -type d -name '*"+id+"*'; grep -l "+id+" /proc/[0-9]*/cgroup 2>/dev/null | head -3 | xargs -r cat")
 				errorf(t, "%s/%s: cgroups %v, want one cri-containerd-<id>.scope (restarts %d)\nanywhere, and its processes' cgroups:\n%s",
@@ -308,26 +303,6 @@ func checkRuntimeLayout(t *testing.T, ctx context.Context, tg *target) {
 	}
 	if checked == 0 {
 		errorf(t, "no container's cgroup checked")
-	}
-}
-
-// stillRunning tells whether the pod's container still runs with that id and is ready, giving
-// the kubelet half a minute (scaled) to see that it ended: it notices an exit at its next relist.
-func stillRunning(t *testing.T, ctx context.Context, tg *target, podName, container, id string) bool {
-	deadline := time.Now().Add(tg.scale(30 * time.Second))
-	for {
-		running := false
-		for _, p := range pods(t, ctx, tg) {
-			for _, cs := range p.Status.ContainerStatuses {
-				if p.Metadata.Namespace == ns && p.Metadata.Name == podName && cs.Name == container {
-					running = cs.ContainerID == id && cs.Ready
-				}
-			}
-		}
-		if !running || time.Now().After(deadline) {
-			return running
-		}
-		time.Sleep(2 * time.Second)
 	}
 }
 
