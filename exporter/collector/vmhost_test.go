@@ -4,7 +4,9 @@ package collector
 
 import (
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -21,12 +23,15 @@ var vmHost = host{name: "v2-vm-kubernetes", mode: fixture.V2}
 
 // kubeletHosts are real nodes' trees: the cgroups test/kubenode's cgroup v2 VM node made for
 // its pods (kubelet with the systemd driver, containerd with runc and, for some pods, crun and
-// its "container" subgroup; then a second kubelet with kind's cgroupRoot /kubelet), with the
-// kubelet's log directories, ids replaced by stable ones. `make fixtures-kubenode` rewrites
-// them; test-kubenode fails when the node's files or their formats drift from them.
+// its "container" subgroup; then a second kubelet with kind's cgroupRoot /kubelet; and, in a
+// boot of its own, CRI-O with crun by default, conmon scopes in the pod slices and the empty
+// cgroups of dropped infra containers), with the kubelet's log directories, ids replaced by
+// stable ones. `make fixtures-kubenode` (and fixtures-kubenode-crio, with a CRI-O build)
+// rewrites them; test-kubenode fails when the node's files or their formats drift from them.
 var kubeletHosts = []host{
 	{name: "v2-kubelet-systemd", mode: fixture.V2},
 	{name: "v2-kubelet-kind", mode: fixture.V2},
+	{name: "v2-kubelet-crio", mode: fixture.V2},
 }
 
 // allHosts are the hand-written hosts and the real ones.
@@ -108,5 +113,69 @@ func TestCPUStatLocal(t *testing.T) {
 		if n := testutil.CollectAndCount(env.Errors.vec); n != 0 {
 			t.Errorf("withFile=%v: %d read error series counted", withFile, n)
 		}
+	}
+}
+
+// On each real node's tree, with that kubelet's log directories: every container is exported
+// from one cgroup, its runtime's scope, with its name; each pod's own series (no container id)
+// come from its pod slice only; nothing below a scope (crun's subgroup, a tenant's cgroups) and
+// no runtime monitor (CRI-O's conmon scopes) is exported. The trees hold each of those.
+func TestKubeletHostsIdentity(t *testing.T) {
+	podSlice := regexp.MustCompile(`-pod([0-9a-f_]{36}|[0-9a-f]{32})\.slice$`)
+	for _, h := range kubeletHosts {
+		t.Run(h.name, func(t *testing.T) {
+			cfg := installHost(t, h)
+			env, err := NewEnv(cfg, discardLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu, _ := newCPUCollector(env)
+			mem, _ := newMemoryCollector(env)
+			mfs := scrapeFamilies(t, env, map[string]Collector{"cpu": cpu, "memory": mem})
+			byContainer := map[string]map[string]bool{} // container_id -> cgroups
+			podOwn := map[string]map[string]bool{}      // pod_uid -> cgroups without a container id
+			add := func(m map[string]map[string]bool, k, cg string) {
+				if m[k] == nil {
+					m[k] = map[string]bool{}
+				}
+				m[k][cg] = true
+			}
+			for _, mf := range mfs {
+				for _, m := range mf.GetMetric() {
+					cg, id, uid := labelOf(m, "cgroup"), labelOf(m, "container_id"), labelOf(m, "pod_uid")
+					base := path.Base(cg)
+					switch {
+					case strings.Contains(base, "conmon") || base == "container":
+						t.Errorf("%s exported: %s", mf.GetName(), cg)
+					case id != "":
+						add(byContainer, id, cg)
+						_, bare, _ := strings.Cut(id, "://")
+						named := strings.HasSuffix(base, "-"+bare+".scope") || strings.HasSuffix(base, "-"+bare) // CRI-O's dropped infra: crio-<id>
+						if !named || labelOf(m, "container") == "" || uid == "" {
+							t.Errorf("%s: container %s from %s, container=%q pod_uid=%q", mf.GetName(), id, cg, labelOf(m, "container"), uid)
+						}
+					case uid != "":
+						add(podOwn, uid, cg)
+						if !podSlice.MatchString(base) {
+							t.Errorf("%s: pod %s's own series from %s, not its pod slice", mf.GetName(), uid, cg)
+						}
+					}
+				}
+			}
+			for k, cgs := range byContainer {
+				if len(cgs) != 1 {
+					t.Errorf("container %s exported from %d cgroups: %v", k, len(cgs), cgs)
+				}
+			}
+			for k, cgs := range podOwn {
+				if len(cgs) != 1 {
+					t.Errorf("pod %s's own series from %d cgroups: %v", k, len(cgs), cgs)
+				}
+			}
+			if len(byContainer) == 0 || len(podOwn) == 0 {
+				t.Fatalf("%d containers and %d pods exported", len(byContainer), len(podOwn))
+			}
+			t.Logf("%d containers and %d pods, each from one cgroup", len(byContainer), len(podOwn))
+		})
 	}
 }

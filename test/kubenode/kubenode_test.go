@@ -214,6 +214,7 @@ func TestKubeNode(t *testing.T) {
 		t.Logf("v1-cgroupfs took %s", time.Since(start).Round(time.Second))
 	})
 	t.Run("v2-systemd", func(t *testing.T) { testVMNode(t, ctx, root, work, bin, im) })
+	t.Run("v2-crio", func(t *testing.T) { testCRIONode(t, ctx, root, work, bin, im) })
 }
 
 // stopOnReturnOrSignal tears the cluster down when the test returns (with the node's logs
@@ -234,7 +235,11 @@ func stopOnReturnOrSignal(t *testing.T, c *node.Cluster) func() {
 		signal.Stop(sigs)
 		close(done)
 		if t.Failed() {
-			for _, comp := range []string{"kubelet", "containerd"} {
+			runtime := "containerd"
+			if c.Node.Layout().CRIO {
+				runtime = "crio"
+			}
+			for _, comp := range []string{"kubelet", runtime} {
 				t.Logf("%s log (tail):\n%s", comp, runner.Tail(c.Node.LogTail(comp), 4000))
 			}
 		}
@@ -469,7 +474,7 @@ func checkResize(t *testing.T, ctx context.Context, tg *target, url string) {
 	for _, p := range pods(t, ctx, tg) {
 		for _, cs := range p.Status.ContainerStatuses {
 			if _, ok := want[cs.Name]; ok && p.Metadata.Namespace == ns {
-				ids[cs.Name] = strings.TrimPrefix(cs.ContainerID, "containerd://")
+				ids[cs.Name] = node.BareID(cs.ContainerID)
 			}
 		}
 	}
@@ -679,7 +684,8 @@ func missingAlerts(planted []plantedProblem, got []stack.Received) []string {
 
 // checkNames: every series under the node's kubepods cgroup names namespace, pod and container
 // as the API does for that pod UID and container id; every container of the API has series,
-// each in one cgroup only (crun's subgroup is not a second container); and the series of pod
+// each in one cgroup only (crun's subgroup is not a second container); each pod's own series
+// (container_id="") from one cgroup only (CRI-O's conmon scopes are not the pod); and the series of pod
 // sandboxes say container="POD", as cAdvisor's do on CRI-O, so that queries can tell them from
 // the pod's own cgroup (container="") and from containers.
 func checkNames(t *testing.T, ctx context.Context, tg *target) {
@@ -696,7 +702,7 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 		for _, cs := range append(append([]containerStatus{}, p.Status.ContainerStatuses...), p.Status.InitContainerStatuses...) {
 			for _, id := range []string{cs.ContainerID, lastID(cs)} {
 				if id != "" {
-					byID[id] = ident{p.Metadata.Namespace, p.Metadata.Name, cs.Name} // containerd://<id>, as the container_id label
+					byID[id] = ident{p.Metadata.Namespace, p.Metadata.Name, cs.Name} // <runtime>://<id>, as the container_id label
 				}
 			}
 		}
@@ -710,7 +716,7 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 	must(t, err)
 	sandboxes := map[string]bool{}
 	for _, id := range sandboxList {
-		sandboxes["containerd://"+id] = true
+		sandboxes[tg.layout.IDPrefix()+id] = true
 	}
 	// The exporter's own series (recording rules' names have colons and aggregate names away).
 	res, err := tg.mon.prom.Query(ctx, fmt.Sprintf(`count by (cgroup, namespace, pod, container, pod_uid, container_id) ({job="quota-exporter", __name__=~"quota_[a-z_]+", cgroup=~%q})`, regexp.QuoteMeta(tg.layout.Kubepods)+".*"))
@@ -719,6 +725,7 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 		fatalf(t, "no series under %s", tg.layout.Kubepods)
 	}
 	cgroupsOf := map[string]map[string]bool{} // container id -> cgroups
+	podOwn := map[string]map[string]bool{}    // pod UID -> cgroups exported as the pod's own (no container id)
 	var sandboxSeries int
 	for _, s := range res {
 		l := s.Labels
@@ -744,6 +751,11 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 			if l["container"] != "" {
 				errorf(t, "series of the pod's own cgroup with a container name: %v", l)
 			}
+			// One cgroup per pod is the pod's own: not a runtime's monitor (CRI-O's conmon scope).
+			if podOwn[l["pod_uid"]] == nil {
+				podOwn[l["pod_uid"]] = map[string]bool{}
+			}
+			podOwn[l["pod_uid"]][l["cgroup"]] = true
 			continue
 		}
 		if cgroupsOf[id] == nil {
@@ -760,6 +772,11 @@ func checkNames(t *testing.T, ctx context.Context, tg *target) {
 			}
 		case !known:
 			errorf(t, "series of a container id that is neither a container of the API nor a sandbox: %v", l)
+		}
+	}
+	for uid, cgs := range podOwn {
+		if len(cgs) > 1 {
+			errorf(t, "pod %s exported as its own (container_id=\"\") from %d cgroups: %v", uid, len(cgs), sortedKeys(cgs))
 		}
 	}
 	for id, cgs := range cgroupsOf {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/quota-exporter/quota_exporter/test/internal/cgtree"
+	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
 	"github.com/quota-exporter/quota_exporter/test/testenv"
 	"github.com/quota-exporter/quota_exporter/test/v2/vm"
 )
@@ -28,8 +29,10 @@ import (
 const fixtureUpdateEnv = "QUOTA_KUBENODE_FIXTURE_UPDATE"
 
 var (
-	podSlice  = regexp.MustCompile(`-pod([0-9a-f_]{36}|[0-9a-f]{32})\.slice$`)
-	ctrdScope = regexp.MustCompile(`^cri-containerd-([0-9a-f]{64})\.scope$`)
+	podSlice = regexp.MustCompile(`-pod([0-9a-f_]{36}|[0-9a-f]{32})\.slice$`)
+	// A container's or sandbox's scope (containerd, CRI-O), CRI-O's conmon scope of a container,
+	// and the cgroup without .scope CRI-O makes for a sandbox whose infra container it dropped.
+	runtimeScope = regexp.MustCompile(`^(?:cri-containerd|crio|crio-conmon)-([0-9a-f]{64})(?:\.scope)?$`)
 )
 
 // fakeID is a stable id of n hex digits for a name.
@@ -65,10 +68,10 @@ func recordTree(t *testing.T, ctx context.Context, tg *target, name string) {
 		fu := fakeUID(pn, uid)
 		uids[uid], podOf[fu] = fu, pn
 		for _, cs := range append(append([]containerStatus{}, p.Status.ContainerStatuses...), p.Status.InitContainerStatuses...) {
-			if id := strings.TrimPrefix(cs.ContainerID, "containerd://"); id != "" {
+			if id := node.BareID(cs.ContainerID); id != "" {
 				containers[id] = fakeID("ctr:"+pn+"/"+cs.Name, 64)
 			}
-			if id := strings.TrimPrefix(lastID(cs), "containerd://"); id != "" {
+			if id := node.BareID(lastID(cs)); id != "" {
 				containers[id] = fakeID("ctr:"+pn+"/"+cs.Name+"/previous", 64)
 			}
 		}
@@ -130,7 +133,7 @@ func fakePath(path string, uids, containers map[string]string) (string, bool) {
 			}
 			pod = fu
 			segs[i] = strings.Replace(s, m[1], strings.ReplaceAll(fu, "-", "_"), 1)
-		} else if m := ctrdScope.FindStringSubmatch(s); m != nil {
+		} else if m := runtimeScope.FindStringSubmatch(s); m != nil {
 			fake, ok := containers[m[1]]
 			if !ok && pod == "" {
 				return "", false
@@ -201,6 +204,13 @@ func TestFakePath(t *testing.T) {
 			"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + fu + ".slice/cri-containerd-" + fakeID("sandbox:"+uids[uid], 64) + ".scope/cgroup.procs"},
 		{"kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + sandbox + ".scope/x/" + ctr + "/memory.max",
 			"kubepods.slice/kubepods-pod" + fu + ".slice/cri-containerd-" + fakeID("sandbox:"+uids[uid], 64) + ".scope/x/" + containers[ctr] + "/memory.max"},
+		// CRI-O: the container's scope, its conmon's, and a dropped infra container's cgroup.
+		{"kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/crio-" + ctr + ".scope/container/cpu.max",
+			"kubepods.slice/kubepods-pod" + fu + ".slice/crio-" + containers[ctr] + ".scope/container/cpu.max"},
+		{"kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/crio-conmon-" + ctr + ".scope/cgroup.procs",
+			"kubepods.slice/kubepods-pod" + fu + ".slice/crio-conmon-" + containers[ctr] + ".scope/cgroup.procs"},
+		{"kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/crio-" + sandbox + "/cpu.max",
+			"kubepods.slice/kubepods-pod" + fu + ".slice/crio-" + fakeID("sandbox:"+uids[uid], 64) + "/cpu.max"},
 		{"kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod" + static + ".slice/memory.max", "kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod" + uids[static] + ".slice/memory.max"},
 		{"kubepods.slice/kubepods-pod11112222_3333_4444_5555_666677778888.slice/cpu.max", ""},
 		{"system.slice/cri-containerd-" + other + ".scope/cpu.max", ""},

@@ -59,7 +59,7 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 	}
 	h := vm.Find(t)
 	t0 := time.Now()
-	r, err := node.BuildVMRoot(ctx, h, t.Logf)
+	r, err := node.BuildVMRoot(ctx, h, nil, t.Logf)
 	must(t, err)
 	v := r.Versions
 	t.Logf("VM root ready in %s: %s (systemd %s, containerd %s, runc %s, crun %s)", time.Since(t0).Round(time.Millisecond),
@@ -100,35 +100,41 @@ func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im im
 		t.Logf("kind node up in %s", time.Since(start).Round(time.Millisecond))
 		// The exporter's DaemonSet runs on the new node too (deployed here when the suite was
 		// not run); monitoring for this subtest.
-		deployAndMonitor(t, ctx, tg, root, filepath.Join(work, "kind"), im.exporterRef)
-		applyWorkloads(t, ctx, tg, root, filepath.Join(work, "kind"), kindPods)
-		b, err := os.ReadFile(filepath.Join(root, "test", "kubenode", "testdata", "pods", "static-sleeper.yaml"))
-		must(t, err)
-		must(t, tg.Node.AddStaticPod(ctx, "static-sleeper.yaml", b))
-		// The kustomize DaemonSet's pod (and the chart's, when it was installed), the workloads
-		// and the static pod.
-		waitRunning(t, ctx, tg, len(kindPods)+2)
-		checkRuntimeLayout(t, ctx, tg)
-		recordTree(t, ctx, tg, "v2-kubelet-kind")
-		// Then the suite's assertions on the workloads that emulation affords (no JVM): the
-		// OOM kill counted once, an in-place resize within one scrape, each planted problem's
-		// alert once through Prometheus and Alertmanager, calm pods silent, diagnose.
-		waitScraped(t, ctx, tg)
-		checkNames(t, ctx, tg)
-		applyWorkloads(t, ctx, tg, root, filepath.Join(work, "kind", "later"), kindLater)
-		exporterPod := waitRunning(t, ctx, tg, len(tg.only)+2)
-		checkResize(t, ctx, tg, fmt.Sprintf("http://%s:10137/metrics", exporterPod.Status.PodIP))
-		waitAlerts(t, ctx, tg)
-		checkOOMOnce(t, ctx, tg)
-		// The names again once the OOM-killed container has restarted (the kubelet links the
-		// new one just after its start; until then it is held back, never exported by its
-		// pod's names alone) and the dead one's retained kill is exported.
-		waitScraped(t, ctx, tg)
-		checkNames(t, ctx, tg)
-		checkCrunThrottling(t, ctx, tg)
-		checkDiagnose(t, ctx, tg, exporterPod.Metadata.Name)
+		runWithoutJVMs(t, ctx, tg, root, filepath.Join(work, "kind"), im.exporterRef, "v2-kubelet-kind")
 		t.Logf("kind took %s", time.Since(start).Round(time.Second))
 	})
+}
+
+// runWithoutJVMs deploys the exporter and monitoring, runs kindPods and the static pod, checks
+// the runtime's layout and records the tree, then runs the suite's assertions on the workloads
+// that emulation affords (no JVM): the names, then with kindLater's OOM pod an in-place resize
+// within one scrape, each planted problem's alert once through Prometheus and Alertmanager, calm
+// pods silent, the OOM kill counted once, the names again, crun's throttling, diagnose.
+func runWithoutJVMs(t *testing.T, ctx context.Context, tg *target, root, work, exporterRef, tree string) {
+	deployAndMonitor(t, ctx, tg, root, work, exporterRef)
+	applyWorkloads(t, ctx, tg, root, work, kindPods)
+	b, err := os.ReadFile(filepath.Join(root, "test", "kubenode", "testdata", "pods", "static-sleeper.yaml"))
+	must(t, err)
+	must(t, tg.Node.AddStaticPod(ctx, "static-sleeper.yaml", b))
+	// The kustomize DaemonSet's pod (and the chart's, when it was installed), the workloads
+	// and the static pod.
+	waitRunning(t, ctx, tg, len(kindPods)+2)
+	checkRuntimeLayout(t, ctx, tg)
+	recordTree(t, ctx, tg, tree)
+	waitScraped(t, ctx, tg)
+	checkNames(t, ctx, tg)
+	applyWorkloads(t, ctx, tg, root, filepath.Join(work, "later"), kindLater)
+	exporterPod := waitRunning(t, ctx, tg, len(tg.only)+2)
+	checkResize(t, ctx, tg, fmt.Sprintf("http://%s:10137/metrics", exporterPod.Status.PodIP))
+	waitAlerts(t, ctx, tg)
+	checkOOMOnce(t, ctx, tg)
+	// The names again once the OOM-killed container has restarted (the kubelet links the
+	// new one just after its start; until then it is held back, never exported by its
+	// pod's names alone) and the dead one's retained kill is exported.
+	waitScraped(t, ctx, tg)
+	checkNames(t, ctx, tg)
+	checkCrunThrottling(t, ctx, tg)
+	checkDiagnose(t, ctx, tg, exporterPod.Metadata.Name)
 }
 
 // checkCrunThrottling: the Go program on crun burns more than its limit, which crun wrote to
@@ -152,11 +158,11 @@ func checkCrunThrottling(t *testing.T, ctx context.Context, tg *target) {
 	for _, p := range pods(t, ctx, tg) {
 		for _, cs := range p.Status.ContainerStatuses {
 			if p.Metadata.Name == "go-gomaxprocs" && cs.Name == "gomaxprocs" {
-				id = strings.TrimPrefix(cs.ContainerID, "containerd://")
+				id = node.BareID(cs.ContainerID)
 			}
 		}
 	}
-	out, err := tg.Node.Exec(ctx, "sh", "-c", "cat $(find "+tg.layout.CPURoot+tg.layout.Kubepods+" -type d -name '*"+id+".scope')/container/cpu.stat")
+	out, err := tg.Node.Exec(ctx, "sh", "-c", "cat $(find "+tg.layout.CPURoot+tg.layout.Kubepods+" -type d -name '"+tg.layout.Scope(id)+"')/container/cpu.stat")
 	must(t, err)
 	var kernel float64
 	for _, line := range strings.Split(out, "\n") {
@@ -258,33 +264,35 @@ func waitScraped(t *testing.T, ctx context.Context, tg *target) {
 }
 
 // checkRuntimeLayout checks that the node really has the layout the names are checked on:
-// each container's cgroup is a systemd scope named after its id (cri-containerd-<id>.scope)
-// in its pod's slice; crun's containers run in the scope's "container" subgroup, with the
-// limits on both, runc's in the scope itself.
+// each container's cgroup is a systemd scope named after its id (cri-containerd-<id>.scope,
+// CRI-O's crio-<id>.scope) in its pod's slice; crun's containers run in the scope's
+// "container" subgroup, with the limits on both, runc's in the scope itself. Under CRI-O,
+// crun is the default runtime and each container's conmon has a scope in the pod's slice.
 func checkRuntimeLayout(t *testing.T, ctx context.Context, tg *target) {
 	checked := 0
 	for _, p := range pods(t, ctx, tg) {
 		if p.Metadata.Namespace != ns {
 			continue
 		}
+		crun := p.Spec.RuntimeClassName == "crun" || (tg.layout.CRIO && p.Spec.RuntimeClassName != "runc")
 		for _, cs := range p.Status.ContainerStatuses {
-			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+			id := node.BareID(cs.ContainerID)
 			if id == "" || !cs.Ready {
 				continue
 			}
-			out, err := tg.Node.Exec(ctx, "find", tg.layout.CPURoot+tg.layout.Kubepods, "-type", "d", "-name", "*"+id+"*")
+			out, err := tg.Node.Exec(ctx, "find", tg.layout.CPURoot+tg.layout.Kubepods, "-type", "d", "-name", tg.layout.Scope(id))
 			must(t, err)
 			dirs := strings.Fields(out)
-			if len(dirs) != 1 || filepath.Base(dirs[0]) != "cri-containerd-"+id+".scope" {
+			if len(dirs) != 1 {
 				elsewhere, _ := tg.Node.Exec(ctx, "sh", "-c", "find "+tg.layout.CPURoot+" -type d -name '*"+id+"*'; grep -l "+id+" /proc/[0-9]*/cgroup 2>/dev/null | head -3 | xargs -r cat")
-				errorf(t, "%s/%s: cgroups %v, want one cri-containerd-<id>.scope (restarts %d)\nanywhere, and its processes' cgroups:\n%s",
-					p.Metadata.Name, cs.Name, dirs, cs.RestartCount, elsewhere)
+				errorf(t, "%s/%s: cgroups %v, want one %s (restarts %d)\nanywhere, and its processes' cgroups:\n%s",
+					p.Metadata.Name, cs.Name, dirs, tg.layout.Scope("<id>"), cs.RestartCount, elsewhere)
 				continue
 			}
 			scope := dirs[0]
 			procs, _ := tg.Node.Exec(ctx, "cat", scope+"/cgroup.procs")
 			sub, subErr := tg.Node.Exec(ctx, "cat", scope+"/container/cgroup.procs", scope+"/container/cpu.max", scope+"/cpu.max")
-			if p.Spec.RuntimeClassName == "crun" {
+			if crun {
 				if subErr != nil || strings.TrimSpace(procs) != "" || len(strings.Fields(sub)) < 5 {
 					errorf(t, "%s/%s on crun: scope's processes %q, container subgroup %q (%v)", p.Metadata.Name, cs.Name, procs, sub, subErr)
 				} else {
@@ -297,6 +305,12 @@ func checkRuntimeLayout(t *testing.T, ctx context.Context, tg *target) {
 			}
 			if !strings.HasPrefix(strings.TrimPrefix(scope, tg.layout.CPURoot), tg.layout.Kubepods+"/") {
 				errorf(t, "%s/%s: cgroup %s is not under %s", p.Metadata.Name, cs.Name, scope, tg.layout.Kubepods)
+			}
+			if tg.layout.CRIO {
+				conmon := filepath.Join(filepath.Dir(scope), "crio-conmon-"+id+".scope")
+				if out, err := tg.Node.Exec(ctx, "cat", conmon+"/cgroup.procs"); err != nil || strings.TrimSpace(out) == "" {
+					errorf(t, "%s/%s: no conmon process in %s (%v)", p.Metadata.Name, cs.Name, conmon, err)
+				}
 			}
 			checked++
 		}
@@ -317,7 +331,7 @@ func plantImpostor(t *testing.T, ctx context.Context, tg *target) {
 	var tenant, victimUID, victimID string
 	for _, p := range pods(t, ctx, tg) {
 		for _, cs := range p.Status.ContainerStatuses {
-			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+			id := node.BareID(cs.ContainerID)
 			switch {
 			case p.Metadata.Namespace == ns && cs.Name == "sleeper" && strings.HasPrefix(p.Metadata.Name, "static-sleeper"):
 				tenant = id
@@ -329,7 +343,7 @@ func plantImpostor(t *testing.T, ctx context.Context, tg *target) {
 	if tenant == "" || victimID == "" {
 		fatalf(t, "impostor: no static sleeper (%q) or GOMAXPROCS container (%q)", tenant, victimID)
 	}
-	out, err := tg.Node.Exec(ctx, "find", tg.layout.CPURoot, "-type", "d", "-name", "cri-containerd-"+tenant+".scope")
+	out, err := tg.Node.Exec(ctx, "find", tg.layout.CPURoot, "-type", "d", "-name", tg.layout.Scope(tenant))
 	must(t, err)
 	dir := strings.TrimSpace(out)
 	if dir == "" || strings.Contains(dir, "\n") {

@@ -35,7 +35,8 @@ type Node interface {
 	AddStaticPod(ctx context.Context, file string, manifest []byte) error
 	// Exec runs a command on the node (this host, or inside the VM) and returns its output.
 	Exec(ctx context.Context, argv ...string) (string, error)
-	// SandboxIDs are the ids of the pod sandboxes containerd runs (label io.cri-containerd.kind=sandbox).
+	// SandboxIDs are the ids of the pod sandboxes the runtime runs a process for: containerd's
+	// (label io.cri-containerd.kind=sandbox), CRI-O's infra containers.
 	SandboxIDs(ctx context.Context) ([]string, error)
 	// LogTail is the end of a component's log (kubelet, containerd, console, ...).
 	LogTail(component string) string
@@ -48,6 +49,34 @@ type Layout struct {
 	Kubepods string // the kubelet's pod cgroup root as the exporter's cgroup label shows it
 	CPURoot  string // the cpu controller's hierarchy on the node
 	Driver   string // the kubelet's and runtime's cgroup driver
+	// CRIO: CRI-O runs the containers (ids cri-o://<id>, scopes crio-<id>.scope, crun by
+	// default), not containerd (containerd://<id>, cri-containerd-<id>.scope, runc by default).
+	CRIO bool
+}
+
+// IDPrefix is the runtime's prefix of a container id in the API (containerStatuses) and in
+// the exporter's container_id label.
+func (l Layout) IDPrefix() string {
+	if l.CRIO {
+		return "cri-o://"
+	}
+	return "containerd://"
+}
+
+// Scope is the systemd scope a container of id runs in.
+func (l Layout) Scope(id string) string {
+	if l.CRIO {
+		return "crio-" + id + ".scope"
+	}
+	return "cri-containerd-" + id + ".scope"
+}
+
+// BareID is a container id of the API (<runtime>://<id>) without its runtime.
+func BareID(id string) string {
+	if _, bare, ok := strings.Cut(id, "://"); ok {
+		return bare
+	}
+	return id
 }
 
 var (
@@ -56,6 +85,7 @@ var (
 	// /kubelet every name below it carries the root's prefix (ToSystemd, ExpandSlice).
 	layoutV2   = Layout{Name: "v2-systemd", V2: true, Kubepods: "/kubepods.slice", CPURoot: "/sys/fs/cgroup", Driver: "systemd"}
 	layoutKind = Layout{Name: "v2-kind", V2: true, Kubepods: "/kubelet.slice/kubelet-kubepods.slice", CPURoot: "/sys/fs/cgroup", Driver: "systemd"}
+	layoutCRIO = Layout{Name: "v2-crio", V2: true, Kubepods: "/kubepods.slice", CPURoot: "/sys/fs/cgroup", Driver: "systemd", CRIO: true}
 )
 
 // Cluster is a control plane and its node.

@@ -47,9 +47,12 @@ type VMOptions struct {
 	PauseImage Image
 	Images     []Image
 	Archives   []string // docker-archive or OCI tarballs (make image's)
-	CPUs       int      // default 2, as this host has: the workloads see the CPU count of the v1 node
-	MemoryMiB  int      // default 3072
-	Logf       func(format string, args ...any)
+	// CRIO is a directory with a CRI-O build (crio, pinns): CRI-O replaces containerd, with
+	// crun as its default runtime. The root needs CRIOPackages (BuildVMRoot).
+	CRIO      string
+	CPUs      int // default 2, as this host has: the workloads see the CPU count of the v1 node
+	MemoryMiB int // default 3072
+	Logf      func(format string, args ...any)
 }
 
 // VMSpec is one boot of the VM node: its name and the kubelet's cgroup root.
@@ -71,11 +74,15 @@ type VMNode struct {
 	qemu   *proc
 	token  string
 	client *http.Client
+	crio   bool // CRI-O runs the containers, not containerd
 }
 
 func (n *VMNode) Name() string { return n.spec.Name }
 
 func (n *VMNode) Layout() Layout {
+	if n.crio {
+		return layoutCRIO
+	}
 	if n.spec.Kind {
 		return layoutKind
 	}
@@ -95,6 +102,10 @@ func (n *VMNode) Exec(ctx context.Context, argv ...string) (string, error) {
 }
 
 func (n *VMNode) SandboxIDs(ctx context.Context) ([]string, error) {
+	if n.crio {
+		out, err := n.Exec(ctx, "journalctl", "--no-pager", "-o", "cat", "-u", "crio")
+		return crioSandboxIDs(out), err
+	}
 	out, err := n.Exec(ctx, "ctr", "--namespace", "k8s.io", "containers", "ls", "-q", sandboxFilter)
 	return sandboxIDs(out), err
 }
@@ -210,6 +221,9 @@ func (c *Cluster) SwitchKubelet(ctx context.Context, spec VMSpec) error {
 		return errors.New("not a VM cluster")
 	}
 	start := time.Now()
+	if n.crio {
+		return errNoCRIOSwitch
+	}
 	old := n.spec.Name
 	files, err := c.kubeletFiles(spec)
 	if err != nil {
@@ -285,7 +299,7 @@ rm -rf /var/log/pods/* /var/log/containers/*
 func (c *Cluster) bootVM(ctx context.Context, spec VMSpec) error {
 	o := c.vm
 	n := &VMNode{spec: spec, dir: filepath.Join(c.Dir, "nodes", spec.Name), ps: &procSet{dir: filepath.Join(c.Dir, "nodes", spec.Name), logf: o.Logf},
-		client: newAgentClient()}
+		client: newAgentClient(), crio: o.CRIO != ""}
 	c.Node = n
 	disk, err := c.writeDataDisk(ctx, n)
 	if err != nil {
@@ -339,7 +353,7 @@ func (n *VMNode) start(ctx context.Context, c *Cluster, disk string, prepared ti
 	if err := c.waitNodeReady(ctx, spec.Name, 6*time.Minute, alive); err != nil {
 		return cause(fmt.Errorf("%w\nkubelet:\n%s", err, n.LogTail("kubelet")))
 	}
-	o.Logf("VM node %s (%s, %d vCPUs) Ready %s after the boot: boot to agent %s, containerd and images %s, kubelet to Ready %s",
+	o.Logf("VM node %s (%s, %d vCPUs) Ready %s after the boot: boot to agent %s, the runtime and images %s, kubelet to Ready %s",
 		spec.Name, o.Host.Accel, o.CPUs, time.Since(prepared).Round(time.Second),
 		booted.Sub(prepared).Round(time.Second), imported.Sub(booted).Round(time.Second), time.Since(imported).Round(time.Second))
 	return nil
@@ -396,12 +410,16 @@ func (c *Cluster) writeDataDisk(ctx context.Context, n *VMNode) (string, error) 
 	tok := make([]byte, 16)
 	rand.Read(tok)
 	n.token = hex.EncodeToString(tok)
-	for _, d := range []string{"bin", "images", "etc/containerd", "etc/cni/net.d", "etc/kubernetes/pki"} {
+	for _, d := range []string{"bin", "images", "etc/containerd", "etc/crio", "etc/containers/registries.conf.d", "etc/cni/net.d", "etc/kubernetes/pki"} {
 		if err := os.MkdirAll(filepath.Join(data, d), 0o755); err != nil {
 			return "", err
 		}
 	}
-	for _, f := range []struct{ src, dst string }{{filepath.Join(o.Bin, "kubelet"), "bin/kubelet"}, {o.Agent, "bin/vmagent"}} {
+	bins := []struct{ src, dst string }{{filepath.Join(o.Bin, "kubelet"), "bin/kubelet"}, {o.Agent, "bin/vmagent"}}
+	if n.crio {
+		bins = append(bins, struct{ src, dst string }{filepath.Join(o.CRIO, "crio"), "bin/crio"}, struct{ src, dst string }{filepath.Join(o.CRIO, "pinns"), "bin/pinns"})
+	}
+	for _, f := range bins {
 		if err := linkOrCopy(f.src, filepath.Join(data, f.dst)); err != nil {
 			return "", err
 		}
@@ -423,6 +441,14 @@ func (c *Cluster) writeDataDisk(ctx context.Context, n *VMNode) (string, error) 
 		"token":                              n.token + "\n",
 		"init.sh":                            vmInitScript,
 	}
+	if n.crio {
+		if err := os.WriteFile(filepath.Join(data, "bin", "crun"), []byte(crunSpecVersion), 0o755); err != nil {
+			return "", err
+		}
+		files["etc/crio/crio.conf"] = crioConfig(o.PauseImage.FullRef(), "/data/bin/pinns")
+		files["etc/containers/registries.conf.d/90-kubenode.conf"] = crioRegistries
+	}
+	var refs strings.Builder
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(data, name), []byte(content), 0o644); err != nil {
 			return "", err
@@ -432,11 +458,24 @@ func (c *Cluster) writeDataDisk(ctx context.Context, n *VMNode) (string, error) 
 		if err := im.WriteDockerArchive(filepath.Join(data, "images", imageFileName(im))); err != nil {
 			return "", err
 		}
+		fmt.Fprintln(&refs, imageFileName(im), im.FullRef())
 	}
 	for _, f := range o.Archives {
 		if err := linkOrCopy(f, filepath.Join(data, "images", filepath.Base(f))); err != nil {
 			return "", err
 		}
+		if n.crio {
+			tags, err := archiveRefs(f)
+			if err != nil {
+				return "", err
+			}
+			for _, ref := range tags {
+				fmt.Fprintln(&refs, filepath.Base(f), ref)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(data, "images", "refs"), []byte(refs.String()), 0o644); err != nil {
+		return "", err
 	}
 	disk := filepath.Join(n.dir, "data.img")
 	err = makeExt4(ctx, data, disk)
@@ -475,7 +514,11 @@ func (c *Cluster) kubeletFiles(spec VMSpec) (map[string][]byte, error) {
 		}
 		files["etc/kubernetes/pki/"+f] = b
 	}
-	kc := kubeletConfig{Driver: "systemd", FailCgroupV1: true, Runtime: "/run/containerd/containerd.sock", SyncFrequency: "1m",
+	runtime := "/run/containerd/containerd.sock"
+	if c.vm.CRIO != "" {
+		runtime = crioSocket
+	}
+	kc := kubeletConfig{Driver: "systemd", FailCgroupV1: true, Runtime: runtime, SyncFrequency: "1m",
 		StaticPodPath: "/etc/kubernetes/manifests", Address: VMIP, Port: 10250,
 		TLSCert: pki + "/kubelet-serving-" + spec.Name + ".crt", TLSKey: pki + "/kubelet-serving-" + spec.Name + ".key", ClientCA: pki + "/ca.crt"}
 	if spec.Kind {
@@ -516,8 +559,17 @@ func (n *VMNode) boot(ctx context.Context, o *VMOptions, disk string) error {
 	}
 }
 
-// startRuntime starts containerd and imports the images of the data disk.
+// startRuntime starts containerd (or CRI-O) and imports the images of the data disk.
 func (n *VMNode) startRuntime(ctx context.Context) error {
+	if n.crio {
+		// As CRI-O's crio.service runs it (Type=notify: started once the socket serves).
+		if _, err := n.run(ctx, nil, 300, "systemd-run", "--unit=crio", "-p", "Type=notify", "-p", "TasksMax=infinity",
+			"-p", "OOMScoreAdjust=-999", "-p", "Environment=GOTRACEBACK=crash", "/data/bin/crio", "--config=/etc/crio/crio.conf"); err != nil {
+			return fmt.Errorf("%w\n%s", err, n.LogTail("crio"))
+		}
+		_, err := n.run(ctx, nil, 600, "sh", "-c", crioImport)
+		return err
+	}
 	if _, err := n.run(ctx, nil, 300, "systemctl", "start", "containerd"); err != nil {
 		return fmt.Errorf("%w\n%s", err, n.LogTail("containerd"))
 	}
@@ -551,6 +603,7 @@ ip route add default via %[2]s
 mkdir -p /etc/containerd /etc/cni/net.d /etc/kubernetes/manifests
 cp /data/etc/containerd/config.toml /etc/containerd/config.toml
 cp /data/etc/cni/net.d/* /etc/cni/net.d/
+cp -r /data/etc/crio /data/etc/containers /etc/
 cp -r /data/etc/kubernetes/. /etc/kubernetes/
 systemd-run --unit=kubenode-agent /data/bin/vmagent -listen %[1]s:%[3]d -token-file /data/token
 `, VMIP, TapHostIP, vmAgentPort)

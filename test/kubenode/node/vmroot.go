@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -117,15 +118,17 @@ type VMRoot struct {
 	Versions map[string]string
 }
 
-// BuildVMRoot returns the cached root for this recipe and kernel, building it when missing:
-// mmdebstrap (Debian's packages, as root), the recipe's files, the kernel's modules with depmod,
-// then an ext4 image made without mounting (mke2fs -d) and the initramfs.
-func BuildVMRoot(ctx context.Context, h *vm.Host, logf func(string, ...any)) (*VMRoot, error) {
+// BuildVMRoot returns the cached root for this recipe, the extra packages (CRIOPackages for a
+// CRI-O node) and kernel, building it when missing: mmdebstrap (Debian's packages, as root),
+// the recipe's files, the kernel's modules with depmod, then an ext4 image made without
+// mounting (mke2fs -d) and the initramfs.
+func BuildVMRoot(ctx context.Context, h *vm.Host, extra []string, logf func(string, ...any)) (*VMRoot, error) {
 	kver, modules, err := kernelModules(h.Kernel)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(VMRootCache, vmRecipeKey(kver))
+	packages := append(slices.Clone(vmPackages), extra...)
+	dir := filepath.Join(VMRootCache, vmRecipeKey(kver, packages))
 	r := &VMRoot{Dir: dir, Image: filepath.Join(dir, "root.img"), Initrd: filepath.Join(dir, initrdName(h)), Kernel: h.Kernel}
 	if err := os.MkdirAll(VMRootCache, 0o755); err != nil {
 		return nil, err
@@ -156,9 +159,9 @@ func BuildVMRoot(ctx context.Context, h *vm.Host, logf func(string, ...any)) (*V
 		return nil, err
 	}
 	if logf != nil {
-		logf("building the VM node's root (mmdebstrap %s: %s) into %s: minutes, once per recipe", vmSuite, strings.Join(vmPackages, ", "), dir)
+		logf("building the VM node's root (mmdebstrap %s: %s) into %s: minutes, once per recipe", vmSuite, strings.Join(packages, ", "), dir)
 	}
-	args := []string{"--mode=root", "--variant=minbase", "--include=" + strings.Join(vmPackages, ","),
+	args := []string{"--mode=root", "--variant=minbase", "--include=" + strings.Join(packages, ","),
 		"--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/doc/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
 		"--aptopt=Acquire::Retries \"3\"", vmSuite, tree, "deb " + vmMirror + " " + vmSuite + " main"}
 	if out, err := run(ctx, 30*time.Minute, nil, "mmdebstrap", args...); err != nil {
@@ -211,9 +214,9 @@ func (r *VMRoot) readVersions() error {
 }
 
 // vmRecipeKey names a root by everything that goes into it.
-func vmRecipeKey(kver string) string {
+func vmRecipeKey(kver string, packages []string) string {
 	s := sha256.New()
-	fmt.Fprintln(s, vmSuite, vmMirror, strings.Join(vmPackages, ","), kver)
+	fmt.Fprintln(s, vmSuite, vmMirror, strings.Join(packages, ","), kver)
 	fmt.Fprintln(s, strings.Join(vmMasked, ","), strings.Join(vmUnwanted, ","))
 	names := make([]string, 0, len(vmFiles))
 	for n := range vmFiles {
