@@ -415,9 +415,10 @@ func (c *Cluster) writeDataDisk(ctx context.Context, n *VMNode) (string, error) 
 			return "", err
 		}
 	}
-	bins := []struct{ src, dst string }{{filepath.Join(o.Bin, "kubelet"), "bin/kubelet"}, {o.Agent, "bin/vmagent"}}
+	type copied struct{ src, dst string }
+	bins := []copied{{filepath.Join(o.Bin, "kubelet"), "bin/kubelet"}, {o.Agent, "bin/vmagent"}}
 	if n.crio {
-		bins = append(bins, struct{ src, dst string }{filepath.Join(o.CRIO, "crio"), "bin/crio"}, struct{ src, dst string }{filepath.Join(o.CRIO, "pinns"), "bin/pinns"})
+		bins = append(bins, copied{filepath.Join(o.CRIO, "crio"), "bin/crio"}, copied{filepath.Join(o.CRIO, "pinns"), "bin/pinns"})
 	}
 	for _, f := range bins {
 		if err := linkOrCopy(f.src, filepath.Join(data, f.dst)); err != nil {
@@ -603,7 +604,7 @@ ip route add default via %[2]s
 mkdir -p /etc/containerd /etc/cni/net.d /etc/kubernetes/manifests
 cp /data/etc/containerd/config.toml /etc/containerd/config.toml
 cp /data/etc/cni/net.d/* /etc/cni/net.d/
-cp -r /data/etc/crio /data/etc/containers /etc/
+if [ -f /data/etc/crio/crio.conf ]; then cp -r /data/etc/crio /data/etc/containers /etc/; fi
 cp -r /data/etc/kubernetes/. /etc/kubernetes/
 systemd-run --unit=kubenode-agent /data/bin/vmagent -listen %[1]s:%[3]d -token-file /data/token
 `, VMIP, TapHostIP, vmAgentPort)
