@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/quota-exporter/quota_exporter/test/kubenode/node"
-	"github.com/quota-exporter/quota_exporter/test/testenv"
-	"github.com/quota-exporter/quota_exporter/test/v2/vm"
 )
 
 // crioEnv names a directory with a CRI-O build (crio and pinns). make test has none: Debian
@@ -33,28 +31,13 @@ func testCRIONode(t *testing.T, ctx context.Context, root, work, bin string, im 
 	if crio == "" {
 		t.Skip(crioEnv + " is not set: no CRI-O build (not packaged here; make fixtures-kubenode-crio CRIO=<dir with crio and pinns>)")
 	}
-	h := vm.Find(t)
-	r, err := node.BuildVMRoot(ctx, h, node.CRIOPackages, t.Logf)
-	must(t, err)
-	v := r.Versions
-	t.Logf("VM root ready: %s (systemd %s, conmon %s, crun %s, runc %s, skopeo %s)", r.Dir, v["systemd"], v["conmon"], v["crun"], v["runc"], v["skopeo"])
-	agent := filepath.Join(work, "vmagent")
-	testenv.BuildGo(t, filepath.Join(root, "test"), "./kubenode/node/vmagent", agent)
-	start := time.Now()
-	c, err := node.StartVM(ctx, node.VMOptions{Bin: bin, Host: h, Root: r, Agent: agent, CRIO: crio,
-		PauseImage: im.pause, Images: im.list(), Archives: im.archives(), Logf: t.Logf}, node.VMSpec{Name: "quota-kubenode-crio"})
-	must(t, err)
+	c, h, start := startVMNode(t, ctx, root, work, bin, im, crio, node.VMSpec{Name: "quota-kubenode-crio"})
 	defer stopOnReturnOrSignal(t, c)()
 	version, _ := c.Node.Exec(ctx, "/data/bin/crio", "--version")
-	t.Logf("node up in %s; %s", time.Since(start).Round(time.Millisecond), version)
+	t.Logf("%s", version)
 	tg := &target{Cluster: c, layout: c.Node.Layout(), runtimeClasses: onRunc, overrides: vmOverrides, resizes: kindResizes,
 		only: append(slices.Clone(kindPods), kindLater...)}
-	if h.Accel == "tcg" {
-		tg.slow = 3
-		tg.scrapeTimeout = "25s"
-		tg.exporterCPU = "2"
-		tg.exporterArgs = []string{"--scrape.timeout=20s"}
-	}
+	tg.underEmulation(h)
 	runWithoutJVMs(t, ctx, tg, root, filepath.Join(work, "crio"), im.exporterRef, "v2-kubelet-crio")
 	t.Logf("v2-crio took %s", time.Since(start).Round(time.Second))
 }

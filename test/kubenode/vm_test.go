@@ -53,33 +53,10 @@ var (
 // its cgroup tree, then runs a second kubelet in the VM with kind's cgroup root and checks the
 // names.
 func testVMNode(t *testing.T, ctx context.Context, root, work, bin string, im images) {
-	for _, c := range []string{"mmdebstrap", "mke2fs", "chroot"} {
-		_, err := exec.LookPath(c)
-		testenv.Require(t, err == nil, c+" not found (make deps-apt installs mmdebstrap and e2fsprogs)")
-	}
-	h := vm.Find(t)
-	t0 := time.Now()
-	r, err := node.BuildVMRoot(ctx, h, nil, t.Logf)
-	must(t, err)
-	v := r.Versions
-	t.Logf("VM root ready in %s: %s (systemd %s, containerd %s, runc %s, crun %s)", time.Since(t0).Round(time.Millisecond),
-		r.Dir, v["systemd"], v["containerd"], v["runc"], v["crun"])
-	agent := filepath.Join(work, "vmagent")
-	testenv.BuildGo(t, filepath.Join(root, "test"), "./kubenode/node/vmagent", agent)
-
-	start := time.Now()
-	c, err := node.StartVM(ctx, node.VMOptions{Bin: bin, Host: h, Root: r, Agent: agent,
-		PauseImage: im.pause, Images: im.list(), Archives: im.archives(), Logf: t.Logf}, node.VMSpec{Name: "quota-kubenode-v2"})
-	must(t, err)
+	c, h, start := startVMNode(t, ctx, root, work, bin, im, "", node.VMSpec{Name: "quota-kubenode-v2"})
 	defer stopOnReturnOrSignal(t, c)()
-	t.Logf("node up in %s", time.Since(start).Round(time.Millisecond))
 	tg := &target{Cluster: c, layout: c.Node.Layout(), runtimeClasses: onCrun, overrides: vmOverrides, resizes: vmResizes}
-	if h.Accel == "tcg" {
-		tg.slow = 3 // software emulation: everything in the VM is several times slower
-		tg.scrapeTimeout = "25s"
-		tg.exporterCPU = "2"
-		tg.exporterArgs = []string{"--scrape.timeout=20s"}
-	}
+	tg.underEmulation(h)
 	// The runtimes' layout and the tree once every pod has run and been resized, with a
 	// tenant's cgroups that wear another pod's names below the static pod's container.
 	tg.afterResize = func(t *testing.T) {
@@ -135,6 +112,46 @@ func runWithoutJVMs(t *testing.T, ctx context.Context, tg *target, root, work, e
 	checkNames(t, ctx, tg)
 	checkCrunThrottling(t, ctx, tg)
 	checkDiagnose(t, ctx, tg, exporterPod.Metadata.Name)
+}
+
+// startVMNode builds (or takes from the cache) the VM root, with CRI-O's packages when crio names
+// a CRI-O build, and the agent, boots the node and returns it, the VM host and when the boot
+// started. The caller stops the cluster.
+func startVMNode(t *testing.T, ctx context.Context, root, work, bin string, im images, crio string, spec node.VMSpec) (*node.Cluster, *vm.Host, time.Time) {
+	for _, c := range []string{"mmdebstrap", "mke2fs", "chroot"} {
+		_, err := exec.LookPath(c)
+		testenv.Require(t, err == nil, c+" not found (make deps-apt installs mmdebstrap and e2fsprogs)")
+	}
+	h := vm.Find(t)
+	var extra []string
+	if crio != "" {
+		extra = node.CRIOPackages
+	}
+	t0 := time.Now()
+	r, err := node.BuildVMRoot(ctx, h, extra, t.Logf)
+	must(t, err)
+	v := r.Versions
+	t.Logf("VM root ready in %s: %s (systemd %s, containerd %s, runc %s, crun %s, conmon %s, skopeo %s)", time.Since(t0).Round(time.Millisecond),
+		r.Dir, v["systemd"], v["containerd"], v["runc"], v["crun"], v["conmon"], v["skopeo"])
+	agent := filepath.Join(work, "vmagent")
+	testenv.BuildGo(t, filepath.Join(root, "test"), "./kubenode/node/vmagent", agent)
+	start := time.Now()
+	c, err := node.StartVM(ctx, node.VMOptions{Bin: bin, Host: h, Root: r, Agent: agent, CRIO: crio,
+		PauseImage: im.pause, Images: im.list(), Archives: im.archives(), Logf: t.Logf}, spec)
+	must(t, err)
+	t.Logf("node up in %s", time.Since(start).Round(time.Millisecond))
+	return c, h, start
+}
+
+// underEmulation: under software emulation (TCG) everything in the VM is several times slower.
+func (tg *target) underEmulation(h *vm.Host) {
+	if h.Accel != "tcg" {
+		return
+	}
+	tg.slow = 3
+	tg.scrapeTimeout = "25s"
+	tg.exporterCPU = "2"
+	tg.exporterArgs = []string{"--scrape.timeout=20s"}
 }
 
 // checkCrunThrottling: the Go program on crun burns more than its limit, which crun wrote to

@@ -220,10 +220,10 @@ func (c *Cluster) SwitchKubelet(ctx context.Context, spec VMSpec) error {
 	if !ok {
 		return errors.New("not a VM cluster")
 	}
-	start := time.Now()
 	if n.crio {
 		return errNoCRIOSwitch
 	}
+	start := time.Now()
 	old := n.spec.Name
 	files, err := c.kubeletFiles(spec)
 	if err != nil {
