@@ -20,6 +20,7 @@ import (
 // the GOMAXPROCS pod as the kubelet does.
 func checkChart(t *testing.T, ctx context.Context, tg *target, root, work, imageRef string) {
 	registry, repository, tag := splitImageRef(imageRef)
+	begin := time.Now()
 	helm := exec.CommandContext(ctx, "go", "tool", "-modfile="+filepath.Join(root, "tools", "helm", "go.mod"), "helm",
 		"template", "qe", filepath.Join(root, "charts", "quota-exporter"), "--namespace", "chart",
 		"--kube-version", "1.37.2",
@@ -35,6 +36,7 @@ func checkChart(t *testing.T, ctx context.Context, tg *target, root, work, image
 	if err != nil {
 		fatalf(t, "helm template: %v", err)
 	}
+	rendered := time.Since(begin)
 	manifest := filepath.Join(work, "chart.yaml")
 	must(t, os.WriteFile(manifest, out, 0o644))
 	_, err = tg.Kubectl(ctx, "apply", "-f", filepath.Join(root, "test", "kubenode", "testdata", "operator-crds.yaml"))
@@ -48,6 +50,8 @@ func checkChart(t *testing.T, ctx context.Context, tg *target, root, work, image
 		fatalf(t, "kubectl apply the chart: %v\n%s", err, out)
 	}
 	t0 := time.Now()
+	t.Logf("chart: helm template %s, the operator's CRDs, namespace and kubectl apply %s",
+		rendered.Round(time.Millisecond), t0.Sub(begin.Add(rendered)).Round(time.Millisecond))
 	limit := tg.scale(3 * time.Minute)
 	deadline := t0.Add(limit)
 	for {
