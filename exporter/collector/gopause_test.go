@@ -154,3 +154,62 @@ func TestGoPauseRefusalCounted(t *testing.T) {
 		t.Errorf("%v probes in place", v)
 	}
 }
+
+// TestGoPauseDetachOffTheScrape: when many attached Go processes exit together (a rollout),
+// the scrape that notices is not held by their detaching. The kernel releases each uprobe
+// after an RCU tasks-trace grace period, one at a time (about 0.1 s each here); closed during
+// the listing, 100 processes' probes held every process collector past the 10 s scrape
+// timeout for some 35 s. The scrape must drop the processes at once (none attached, no
+// series) and the probes must all go soon after.
+func TestGoPauseDetachOffTheScrape(t *testing.T) {
+	testutil.RequireRoot(t)
+	cg := testutil.NewCgroup(t, "gopause-rollout", testutil.CgroupOptions{})
+	bin := gopausetest.Build(t, "", false)
+	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys",
+		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Processes.MaxAge, env.Cgroups.MaxAge = 0, 0
+	c, err := newGoPauseCollector(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.(*goPauseCollector).Close()
+	cs := map[string]Collector{"gopause": c}
+	const n = 20
+	for range n {
+		gopausetest.Start(t, cg.Command(bin))
+	}
+	gauge := func(mfs map[string]*dto.MetricFamily, name string) float64 { return value(mfs[name].GetMetric()[0]) }
+	mfs := scrapeFamilies(t, env, cs) // attaches
+	attached, probes := gauge(mfs, "quota_exporter_gopause_attached_processes"), gauge(mfs, "quota_exporter_gopause_probes")
+	if attached != n {
+		t.Fatalf("attached %v of %d processes", attached, n)
+	}
+	for _, pid := range cg.PIDs() {
+		_ = syscallKill(pid)
+	}
+	waitEmpty(t, cg)
+	start := time.Now()
+	mfs = scrapeFamilies(t, env, cs) // the listing forgets them
+	scrape := time.Since(start)
+	left := gauge(mfs, "quota_exporter_gopause_probes")
+	if v := gauge(mfs, "quota_exporter_gopause_attached_processes"); v != 0 || seriesFor(mfs, "quota_go_stw_pause_seconds", cg.Path) != nil {
+		t.Errorf("after the exits: attached %v, series left %v", v, seriesFor(mfs, "quota_go_stw_pause_seconds", cg.Path) != nil)
+	}
+	for left > 0 && time.Since(start) < 2*time.Minute {
+		time.Sleep(200 * time.Millisecond)
+		left = gauge(scrapeFamilies(t, env, cs), "quota_exporter_gopause_probes")
+	}
+	released := time.Since(start)
+	t.Logf("%d processes, %v uprobes: the scrape after their exits took %v; the kernel released the probes in %v",
+		n, probes, scrape.Round(time.Millisecond), released.Round(time.Millisecond))
+	if left != 0 {
+		t.Fatalf("%v uprobes still in place %v after the exits", left, released.Round(time.Second))
+	}
+	// Relative, not a time target: where releasing is slow, the scrape did not wait for it.
+	if released > 2*time.Second && scrape > released/2 {
+		t.Errorf("the scrape took %v of the %v the probes took to go: it waited for them", scrape, released)
+	}
+}

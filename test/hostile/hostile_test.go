@@ -175,7 +175,11 @@ func TestHostileNode(t *testing.T) {
 	bg.Wait()
 	h.Answer() // the stuck reads return before the exporters are stopped
 	for _, r := range runs {
+		// With --collector.gopause the exit takes long: the kernel releases each uprobe under a
+		// global mutex after an RCU tasks-trace grace period (docs/reliability.md).
+		t0 := time.Now()
 		r.e.Stop()
+		t.Logf("%s exporter stopped in %s", r.e.Name, time.Since(t0).Round(time.Millisecond))
 	}
 	summary := summarize(runs, names, bin, duration, h.Checker.ctlCount > 0)
 	if h.pidReuse != nil {
