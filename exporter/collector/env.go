@@ -62,6 +62,9 @@ type Config struct {
 	// GoPausePausesPerSecond each process's pauses through the shared ring buffer; 0 means
 	// gopause.DefaultMaxProbes and gopause.DefaultPausesPerSecond.
 	GoPauseMaxProbes, GoPausePausesPerSecond int
+	// GoPausePerfEventUprobes: perf-event uprobes even where uprobe_multi links exist (no
+	// flag: the tests' way to the only kind kernels before 6.6 have).
+	GoPausePerfEventUprobes bool
 	// Budgets bound what each tenant (pod, container, top-level cgroup) and the node may
 	// cost: cgroups exported, processes inspected, series, sampled cgroups, stuck reads (the
 	// --budget.* flags); nil means budget.Defaults().

@@ -74,11 +74,12 @@ type goPauseCollector struct {
 	refused map[string]float64 // by reason
 
 	// closing holds the attachments of gone processes (under mu) until closeLoop closes
-	// them, off every lock: the kernel releases each uprobe after an RCU tasks-trace grace
-	// period, one at a time under a global mutex (0.12 s each measured on 6.18; 0.25 s is
-	// reported on 6.12). Closed in the eviction, under the process source's lock, the
-	// probes of 100 Go processes that exited together held every process collector's scrape
-	// past its 10 s timeout for some 35 s.
+	// them, off every lock: the kernel releases each perf-event uprobe after an RCU
+	// tasks-trace grace period, one at a time under a global mutex (0.12 s each measured on
+	// 6.18; 0.25 s is reported on 6.12), and each uprobe_multi link after one too, though
+	// side by side. Closed in the eviction, under the process source's lock, the probes of
+	// 100 Go processes that exited together held every process collector's scrape past its
+	// 10 s timeout for some 35 s.
 	closing   []*gopause.Attachment
 	wake      chan struct{} // one pending signal: closing has work
 	stop      chan struct{} // closed by Close
@@ -96,7 +97,8 @@ type pausedProcess struct {
 
 func newGoPauseCollector(env *Env) (Collector, error) {
 	c := &goPauseCollector{env: env, procs: map[processes.Key]*pausedProcess{}, byPID: map[int]*pausedProcess{}, refused: map[string]float64{}}
-	tr, err := gopause.New(c.observe, gopause.Options{MaxProbes: env.Config.GoPauseMaxProbes, PausesPerSecond: env.Config.GoPausePausesPerSecond})
+	tr, err := gopause.New(c.observe, gopause.Options{MaxProbes: env.Config.GoPauseMaxProbes, PausesPerSecond: env.Config.GoPausePausesPerSecond,
+		PerfEventUprobes: env.Config.GoPausePerfEventUprobes})
 	if err != nil {
 		// Not fatal: the exporter runs on without this collector's series, says why once.
 		env.Errors.Record("gopause", "loading the uprobe programs (needs CAP_BPF and CAP_PERFMON, or root)", err)
@@ -123,9 +125,7 @@ func (c *goPauseCollector) closeLoop() {
 		batch := c.closing
 		c.closing = nil
 		c.mu.Unlock()
-		for _, a := range batch {
-			a.Close()
-		}
+		gopause.CloseAll(batch)
 		if done {
 			return
 		}

@@ -129,17 +129,7 @@ func TestGoPauseRefusalCounted(t *testing.T) {
 	if err := os.Chmod(bin, 0o755|os.ModeSetuid); err != nil {
 		t.Fatal(err)
 	}
-	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys",
-		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")}, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Processes.MaxAge, env.Cgroups.MaxAge = 0, 0
-	c, err := newGoPauseCollector(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.(*goPauseCollector).Close()
+	env, c := newCgroupGoPause(t, Config{}, cg)
 	gopausetest.Start(t, cg.Command(bin))
 	mfs := scrapeFamilies(t, env, map[string]Collector{"gopause": c})
 	refused := map[string]float64{}
@@ -156,26 +146,25 @@ func TestGoPauseRefusalCounted(t *testing.T) {
 }
 
 // TestGoPauseDetachOffTheScrape: when many attached Go processes exit together (a rollout),
-// the scrape that notices is not held by their detaching. The kernel releases each uprobe
-// after an RCU tasks-trace grace period, one at a time (about 0.1 s each here); closed during
-// the listing, 100 processes' probes held every process collector past the 10 s scrape
-// timeout for some 35 s. The scrape must drop the processes at once (none attached, no
-// series) and the probes must all go soon after.
+// the scrape that notices is not held by their detaching. The kernel releases each
+// perf-event uprobe after an RCU tasks-trace grace period, one at a time (about 0.1 s each
+// here); closed during the listing, 100 processes' probes held every process collector past
+// the 10 s scrape timeout for some 35 s. uprobe_multi links (Linux 6.6+) are released side
+// by side, in well under a second. Both kinds: the scrape must drop the processes at once
+// (none attached, no series) and the probes must all go soon after.
 func TestGoPauseDetachOffTheScrape(t *testing.T) {
 	testutil.RequireRoot(t)
+	for _, perfEvent := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "perf-event"}[perfEvent], func(t *testing.T) {
+			goPauseDetachOffTheScrape(t, perfEvent)
+		})
+	}
+}
+
+func goPauseDetachOffTheScrape(t *testing.T, perfEvent bool) {
 	cg := testutil.NewCgroup(t, "gopause-rollout", testutil.CgroupOptions{})
 	bin := gopausetest.Build(t, "", false)
-	env, err := NewEnv(Config{ProcPath: "/proc", SysPath: "/sys",
-		CgroupInclude: regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")}, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Processes.MaxAge, env.Cgroups.MaxAge = 0, 0
-	c, err := newGoPauseCollector(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.(*goPauseCollector).Close()
+	env, c := newCgroupGoPause(t, Config{GoPausePerfEventUprobes: perfEvent}, cg)
 	cs := map[string]Collector{"gopause": c}
 	const n = 20
 	for range n {
@@ -199,7 +188,7 @@ func TestGoPauseDetachOffTheScrape(t *testing.T) {
 		t.Errorf("after the exits: attached %v, series left %v", v, seriesFor(mfs, "quota_go_stw_pause_seconds", cg.Path) != nil)
 	}
 	for left > 0 && time.Since(start) < 2*time.Minute {
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 		left = gauge(scrapeFamilies(t, env, cs), "quota_exporter_gopause_probes")
 	}
 	released := time.Since(start)
@@ -212,4 +201,22 @@ func TestGoPauseDetachOffTheScrape(t *testing.T) {
 	if released > 2*time.Second && scrape > released/2 {
 		t.Errorf("the scrape took %v of the %v the probes took to go: it waited for them", scrape, released)
 	}
+}
+
+// newCgroupGoPause is the gopause collector watching cg only, with cfg's gopause settings and
+// no listing cache; it is closed when the test ends.
+func newCgroupGoPause(t *testing.T, cfg Config, cg *testutil.Cgroup) (*Env, Collector) {
+	cfg.ProcPath, cfg.SysPath = "/proc", "/sys"
+	cfg.CgroupInclude = regexp.MustCompile("^" + regexp.QuoteMeta(cg.Path) + "$")
+	env, err := NewEnv(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Processes.MaxAge, env.Cgroups.MaxAge = 0, 0
+	c, err := newGoPauseCollector(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.(*goPauseCollector).Close)
+	return env, c
 }

@@ -23,6 +23,12 @@ func (a *Attachment) Files() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A uprobe_multi link reports the path of the file the kernel resolved (d_path); a
+		// perf-event uprobe the path it was given.
+		if um := info.UprobeMulti(); um != nil && um.File != "" {
+			out = append(out, um.File)
+			continue
+		}
 		pe := info.PerfEvent()
 		if pe == nil || pe.Uprobe() == nil {
 			return nil, fmt.Errorf("link %v: no uprobe info", info.Type)
@@ -47,3 +53,6 @@ func Find(path string) (Targets, error) {
 
 // Open is open without a cache.
 func Open(path string) (*Executable, error) { return open(path, nil) }
+
+// Multi tells whether the tracer attaches uprobe_multi links.
+func (t *Tracer) Multi() bool { return t.multi }

@@ -141,60 +141,70 @@ func (r *recorder) settle() []gopause.Pause {
 func TestPausesMatchRuntime(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, v := range variants {
-		t.Run(v.String(), func(t *testing.T) {
-			bin := gopausetest.Build(t, v.toolchain, v.stripped)
-			prog := gopausetest.Start(t, exec.Command(bin))
-			rec := &recorder{pid: prog.PID}
-			tr, err := gopause.New(rec.handle, gopause.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			a, tg, err := tr.AttachProcess("/proc", prog.PID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
-			before := prog.Pauses(t)
-			prog.GC(t, 300)
-			prog.STW(t, 50) // runtime.ReadMemStats: kind "other"
-			after := prog.Pauses(t)
-			got := rec.settle()
-			if lost := tr.Lost(); lost != 0 {
-				t.Errorf("%d pauses lost", lost)
-			}
-			gc, other := after["gc"].Sub(before["gc"]), after["other"].Sub(before["other"])
-			var durs []time.Duration
-			kinds := map[string]uint64{}
-			for _, p := range got {
-				k := gopause.Kind(tg.GoVersion, p.Reason)
-				if k == "gc" { // the program's quantiles below are of its gc histogram
-					durs = append(durs, p.Duration)
+		for _, mode := range linkModes {
+			t.Run(v.String()+"/"+mode.name, func(t *testing.T) {
+				bin := gopausetest.Build(t, v.toolchain, v.stripped)
+				prog := gopausetest.Start(t, exec.Command(bin))
+				rec := &recorder{pid: prog.PID}
+				tr, err := gopause.New(rec.handle, mode.opts)
+				if err != nil {
+					t.Fatal(err)
 				}
-				kinds[k]++
-			}
-			t.Logf("%s: uprobes %d pauses (%v), program gc %d other %d", tg.GoVersion, len(got), kinds, gc.Count(), other.Count())
-			if uint64(len(got)) != gc.Count()+other.Count() || kinds["gc"] != gc.Count() || kinds["other"] != other.Count() || other.Count() != 50 {
-				t.Errorf("count: uprobes %d %v, program gc %d other %d", len(got), kinds, gc.Count(), other.Count())
-			}
-			for _, q := range []float64{0.5, 0.99} {
-				m := gopausetest.Quantile(durs, q).Seconds()
-				lo, hi := gc.Quantile(q)
-				t.Logf("q%v: uprobes %.1fµs, program [%.1f, %.1f)µs", q, m*1e6, lo*1e6, hi*1e6)
-				slack := probeCost
-				if q > 0.5 {
-					slack = tailCost
+				defer tr.Close()
+				t.Logf("uprobe_multi links: %v", tr.Multi())
+				a, tg, err := tr.AttachProcess("/proc", prog.PID)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if q > 0.5 && saturated() {
-					// On a saturated machine the slowest pauses measure the scheduler: the
-					// probed thread waits for a CPU between its two traps.
-					t.Logf("q%v not compared: load average above twice the CPUs", q)
-					continue
+				defer a.Close()
+				before := prog.Pauses(t)
+				prog.GC(t, 300)
+				prog.STW(t, 50) // runtime.ReadMemStats: kind "other"
+				after := prog.Pauses(t)
+				got := rec.settle()
+				if lost := tr.Lost(); lost != 0 {
+					t.Errorf("%d pauses lost", lost)
 				}
-				if math.IsNaN(lo) || m < 0.8*lo || m > 1.2*hi+slack.Seconds() {
-					t.Errorf("q%v: uprobes %.1fµs outside the program's bucket [%.1f, %.1f)µs -20%% +20%%+%v", q, m*1e6, lo*1e6, hi*1e6, slack)
+				gc, other := after["gc"].Sub(before["gc"]), after["other"].Sub(before["other"])
+				var durs []time.Duration
+				kinds := map[string]uint64{}
+				for _, p := range got {
+					k := gopause.Kind(tg.GoVersion, p.Reason)
+					if k == "gc" { // the program's quantiles below are of its gc histogram
+						durs = append(durs, p.Duration)
+					}
+					kinds[k]++
 				}
-			}
-		})
+				t.Logf("%s: uprobes %d pauses (%v), program gc %d other %d", tg.GoVersion, len(got), kinds, gc.Count(), other.Count())
+				if uint64(len(got)) != gc.Count()+other.Count() || kinds["gc"] != gc.Count() || kinds["other"] != other.Count() || other.Count() != 50 {
+					t.Errorf("count: uprobes %d %v, program gc %d other %d", len(got), kinds, gc.Count(), other.Count())
+				}
+				for _, q := range []float64{0.5, 0.99} {
+					m := gopausetest.Quantile(durs, q).Seconds()
+					lo, hi := gc.Quantile(q)
+					t.Logf("q%v: uprobes %.1fµs, program [%.1f, %.1f)µs", q, m*1e6, lo*1e6, hi*1e6)
+					slack := probeCost
+					if q > 0.5 {
+						slack = tailCost
+					}
+					if q > 0.5 && saturated() {
+						// On a saturated machine the slowest pauses measure the scheduler: the
+						// probed thread waits for a CPU between its two traps.
+						t.Logf("q%v not compared: load average above twice the CPUs", q)
+						continue
+					}
+					if math.IsNaN(lo) || m < 0.8*lo || m > 1.2*hi+slack.Seconds() {
+						t.Errorf("q%v: uprobes %.1fµs outside the program's bucket [%.1f, %.1f)µs -20%% +20%%+%v", q, m*1e6, lo*1e6, hi*1e6, slack)
+					}
+				}
+			})
+		}
 	}
 }
+
+// linkModes: the tracer as it chooses (uprobe_multi links where the kernel has them, 6.6+),
+// and with perf-event uprobes, as on older kernels.
+var linkModes = []struct {
+	name string
+	opts gopause.Options
+}{{"default", gopause.Options{}}, {"perf-event", gopause.Options{PerfEventUprobes: true}}}

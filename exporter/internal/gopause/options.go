@@ -9,6 +9,9 @@ type Options struct {
 	// buffer; beyond it a pause is counted (Limited) and dropped in the kernel. 0:
 	// DefaultPausesPerSecond.
 	PausesPerSecond int
+	// PerfEventUprobes attaches perf-event uprobes even where the kernel has uprobe_multi
+	// links: the only kind before Linux 6.6, kept testable on later kernels.
+	PerfEventUprobes bool
 }
 
 // Defaults: 1 000 processes of today's Go (3 probes each); a Go program stops the world a
