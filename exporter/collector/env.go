@@ -63,7 +63,7 @@ type Config struct {
 	// gopause.DefaultMaxProbes and gopause.DefaultPausesPerSecond.
 	GoPauseMaxProbes, GoPausePausesPerSecond int
 	// GoPausePerfEventUprobes: perf-event uprobes even where uprobe_multi links exist (no
-	// flag: the tests' way to the only kind kernels before 6.6 have).
+	// flag: the tests' way to the only kind kernels before 6.10 get).
 	GoPausePerfEventUprobes bool
 	// Budgets bound what each tenant (pod, container, top-level cgroup) and the node may
 	// cost: cgroups exported, processes inspected, series, sampled cgroups, stuck reads (the

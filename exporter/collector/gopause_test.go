@@ -149,7 +149,7 @@ func TestGoPauseRefusalCounted(t *testing.T) {
 // the scrape that notices is not held by their detaching. The kernel releases each
 // perf-event uprobe after an RCU tasks-trace grace period, one at a time (about 0.1 s each
 // here); closed during the listing, 100 processes' probes held every process collector past
-// the 10 s scrape timeout for some 35 s. uprobe_multi links (Linux 6.6+) are released side
+// the 10 s scrape timeout for some 35 s. uprobe_multi links (Linux 6.10+) are released side
 // by side, in well under a second. Both kinds: the scrape must drop the processes at once
 // (none attached, no series) and the probes must all go soon after.
 func TestGoPauseDetachOffTheScrape(t *testing.T) {

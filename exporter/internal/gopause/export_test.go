@@ -14,8 +14,9 @@ func ProgramsOf(t *Tracer) map[string]*ebpf.Program {
 }
 
 // Files are the file names the kernel keeps for the attachment's uprobes (bpf_link info,
-// Linux 6.6+): the /proc/self/fd/N they were created with, for checking, while the
-// Executable is open, that they name the inode that was parsed.
+// Linux 6.6+): the /proc/self/fd/N a perf-event uprobe was created with, or the path of the
+// file a uprobe_multi link resolved it to, for checking, while the Executable is open, that
+// they name the inode that was parsed.
 func (a *Attachment) Files() ([]string, error) {
 	var out []string
 	for _, l := range a.links {
@@ -56,3 +57,5 @@ func Open(path string) (*Executable, error) { return open(path, nil) }
 
 // Multi tells whether the tracer attaches uprobe_multi links.
 func (t *Tracer) Multi() bool { return t.multi }
+
+var ReleaseAtLeast = releaseAtLeast

@@ -202,9 +202,23 @@ func TestPausesMatchRuntime(t *testing.T) {
 	}
 }
 
-// linkModes: the tracer as it chooses (uprobe_multi links where the kernel has them, 6.6+),
+// linkModes: the tracer as it chooses (uprobe_multi links from Linux 6.10),
 // and with perf-event uprobes, as on older kernels.
 var linkModes = []struct {
 	name string
 	opts gopause.Options
 }{{"default", gopause.Options{}}, {"perf-event", gopause.Options{PerfEventUprobes: true}}}
+
+func TestReleaseAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		release string
+		want    bool
+	}{
+		{"6.18.44-fc-v669", true}, {"6.10.0", true}, {"7.0.1", true},
+		{"6.9.12-arch1", false}, {"6.6.58-1-lts", false}, {"6.1.0-28-cloud-amd64", false}, {"5.15.0-1070-aws", false}, {"garbage", false},
+	} {
+		if got := gopause.ReleaseAtLeast(c.release, 6, 10); got != c.want {
+			t.Errorf("%q: %v, want %v", c.release, got, c.want)
+		}
+	}
+}

@@ -10,7 +10,7 @@ type Options struct {
 	// DefaultPausesPerSecond.
 	PausesPerSecond int
 	// PerfEventUprobes attaches perf-event uprobes even where the kernel has uprobe_multi
-	// links: the only kind before Linux 6.6, kept testable on later kernels.
+	// links: the only kind before Linux 6.10 (multiLinks), kept testable on later kernels.
 	PerfEventUprobes bool
 }
 

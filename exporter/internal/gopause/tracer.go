@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
 )
@@ -43,8 +44,7 @@ type Tracer struct {
 	opts   Options
 	// found keeps what was found in each executable file, for the next process of it.
 	found *execache.Cache[found]
-	// multi: the kernel has uprobe_multi links (Linux 6.6+), one link per program and
-	// process. Their release waits for an RCU tasks-trace grace period but not under the
+	// multi: uprobe_multi links (multiLinks), one per program and process. Their release waits for an RCU tasks-trace grace period but not under the
 	// global mutex that serialises the perf-event uprobes' (about 0.1 s each on 6.18), so
 	// links closed side by side share grace periods: an exporter with hundreds of processes
 	// attached can exit in seconds, not minutes.
@@ -70,7 +70,7 @@ func New(handle func(Pause), opts Options) (*Tracer, error) {
 	if err := spec.Variables[probesVarBudgetPerSec].Set(uint32(opts.PausesPerSecond)); err != nil {
 		return nil, fmt.Errorf("pause budget: %w", err)
 	}
-	if !opts.PerfEventUprobes && features.HaveBPFLinkUprobeMulti() == nil {
+	if !opts.PerfEventUprobes && multiLinks() {
 		t.multi = true
 		for _, p := range spec.Programs {
 			p.AttachType = ebpf.AttachTraceUprobeMulti
@@ -87,6 +87,29 @@ func New(handle func(Pause), opts Options) (*Tracer, error) {
 	t.rd = rd
 	go t.read(handle)
 	return t, nil
+}
+
+// multiLinks: the kernel has uprobe_multi links and filters them by process, as Linux 6.10
+// does; from 6.6 to 6.9 the filter matched the given thread only (fixed by "bpf: fix
+// multi-uprobe PID filtering logic"), and a Go runtime stops the world from any of its threads.
+func multiLinks() bool {
+	if features.HaveBPFLinkUprobeMulti() != nil {
+		return false
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return releaseAtLeast(unix.ByteSliceToString(u.Release[:]), 6, 10)
+}
+
+// releaseAtLeast tells whether a kernel release ("6.18.44-fc-v669") is major.minor or later.
+func releaseAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 func (t *Tracer) read(handle func(Pause)) {
