@@ -44,10 +44,11 @@ type Tracer struct {
 	opts   Options
 	// found keeps what was found in each executable file, for the next process of it.
 	found *execache.Cache[found]
-	// multi: uprobe_multi links (multiLinks), one per program and process. Their release waits for an RCU tasks-trace grace period but not under the
-	// global mutex that serialises the perf-event uprobes' (about 0.1 s each on 6.18), so
-	// links closed side by side share grace periods: an exporter with hundreds of processes
-	// attached can exit in seconds, not minutes.
+	// multi: uprobe_multi links (multiLinks), one per program and process. Their release
+	// waits for an RCU tasks-trace grace period but not under the global mutex that
+	// serialises the perf-event uprobes' (about 0.1 s each on 6.18), so links closed side by
+	// side share grace periods: an exporter with hundreds of processes attached can exit in
+	// seconds, not minutes.
 	multi bool
 }
 
@@ -258,11 +259,15 @@ func (t *Tracer) AttachProcess(procfs string, pid int) (*Attachment, Targets, er
 	return a, ex.Targets, nil
 }
 
-// CloseAll closes the attachments side by side, at most 32 at a time: the uprobe_multi links'
-// releases then share RCU grace periods (perf-event uprobes are released one at a time
-// however they are closed).
+// CloseAll closes the attachments: uprobe_multi links side by side, at most 32 at a time, so
+// that their releases share RCU grace periods; perf-event uprobes one after the other, as
+// the kernel releases them one at a time anyway (no thread is spent waiting on its mutex).
 func CloseAll(as []*Attachment) {
-	sem := make(chan struct{}, 32)
+	workers := 1
+	if len(as) > 0 && as[0].t.multi {
+		workers = 32
+	}
+	sem := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	for _, a := range as {
 		sem <- struct{}{}
