@@ -182,19 +182,13 @@ func watchThrottling(t *testing.T, s *scenario) *throttlingWatch {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	t.Cleanup(func() { close(done); <-stopped })
-	file := filepath.Join(s.cg.Dir("cpu"), "cpu.stat") // read here: the cgroup's helpers fail the test, not for a goroutine
+	file := filepath.Join(s.cg.Dir("cpu"), "cpu.stat") // ReadKeyed fails the test: not from a goroutine
 	go func() {
 		defer close(stopped)
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if b, err := os.ReadFile(file); err == nil {
-				st := map[string]uint64{}
-				for _, line := range strings.Split(string(b), "\n") {
-					if k, v, ok := strings.Cut(line, " "); ok {
-						st[k], _ = strconv.ParseUint(v, 10, 64)
-					}
-				}
+			if st, err := testutil.ReadKeyedFile(file); err == nil {
 				w.mu.Lock()
 				w.samples = append(w.samples, cpuStatSample{time.Now(), st["nr_periods"], st["nr_throttled"]})
 				w.mu.Unlock()

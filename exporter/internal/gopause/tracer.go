@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/quota-exporter/quota_exporter/exporter/internal/execache"
@@ -263,21 +264,15 @@ func (t *Tracer) AttachProcess(procfs string, pid int) (*Attachment, Targets, er
 // that their releases share RCU grace periods; perf-event uprobes one after the other, as
 // the kernel releases them one at a time anyway (no thread is spent waiting on its mutex).
 func CloseAll(as []*Attachment) {
-	workers := 1
+	var g errgroup.Group
+	g.SetLimit(1)
 	if len(as) > 0 && as[0].t.multi {
-		workers = 32
+		g.SetLimit(32)
 	}
-	sem := make(chan struct{}, workers)
-	var wg sync.WaitGroup
 	for _, a := range as {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			a.Close()
-		}()
+		g.Go(a.Close)
 	}
-	wg.Wait()
+	_ = g.Wait() // a link that cannot be closed is released by the kernel at exit
 }
 
 // Close removes the uprobes.

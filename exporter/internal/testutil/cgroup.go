@@ -126,9 +126,19 @@ func (c *Cgroup) Write(controller, file, value string) {
 // tests compare the exporter against.
 func (c *Cgroup) ReadKeyed(controller, file string) map[string]uint64 {
 	c.t.Helper()
-	f, err := os.Open(filepath.Join(c.Dir(controller), file))
+	out, err := ReadKeyedFile(filepath.Join(c.Dir(controller), file))
 	if err != nil {
 		c.t.Fatalf("read %s: %v", file, err)
+	}
+	return out
+}
+
+// ReadKeyedFile is ReadKeyed for any path, returning the error (for a goroutine, which must
+// not fail the test).
+func ReadKeyedFile(path string) (map[string]uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	out := map[string]uint64{}
@@ -142,7 +152,7 @@ func (c *Cgroup) ReadKeyed(controller, file string) map[string]uint64 {
 			out[k] = n
 		}
 	}
-	return out
+	return out, s.Err()
 }
 
 // Command returns a command that joins this cgroup (every controller) before it execs
